@@ -1,0 +1,331 @@
+"""The TextEnv base class: text in, text out, one chat transcript, deterministic tasks, branching.
+
+A ``TextEnv`` is a :class:`gymnasium.Env` whose observations and actions are ``str``. It keeps the
+episode transcript ``messages`` (OpenAI chat format), the one source of truth for the history that
+actors and progress meters read. Subclasses plug a real engine in through a handful of hooks
+(``num_tasks``, ``_start``, ``_apply``, ``_state_key`` and optionally ``_snapshot``/``_restore``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import string
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+#: Upper bound on observation and action length in characters (the spaces' ``max_length``).
+MAX_TEXT_CHARS = 1 << 20
+
+
+class TextSpace(spaces.Text):
+    """A ``Text`` space that contains any Python ``str`` up to ``max_length`` characters.
+
+    Gymnasium's ``Text`` only contains strings over its charset, which rejects ordinary prose
+    (newlines, punctuation, non-ASCII). Samples are drawn from printable ASCII, so random actions
+    look like the junk a model may write.
+    """
+
+    def __init__(self, max_length: int = MAX_TEXT_CHARS, *, min_length: int = 0, seed: int | None = None):
+        super().__init__(max_length, min_length=min_length, charset=string.printable, seed=seed)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        """A random printable string of at most 64 characters (shorter than ``max_length`` on purpose)."""
+        if mask is None and probability is None:
+            mask = (int(self.np_random.integers(self.min_length, max(self.min_length, 64) + 1)), None)
+        return super().sample(mask=mask, probability=probability)
+
+    def contains(self, x: Any) -> bool:
+        """True for any ``str`` whose length is within bounds, whatever its characters."""
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"TextSpace(max_length={self.max_length})"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """An assistant response with the token ids the actor generated for it.
+
+    Pass one to ``env.step`` instead of a plain ``str`` so that ``TokenCounter`` counts exactly the
+    generated tokens (``len(token_ids)``) rather than re-tokenising the text.
+    """
+
+    text: str
+    token_ids: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    """The result of parsing assistant text: a ``command`` or an ``error`` saying what was wrong."""
+
+    command: str | None
+    error: str | None = None
+
+
+_ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+_REACT_FORMAT = "<think>your reasoning</think><action>one command</action>"
+
+
+def parse_react(text: str) -> ParsedAction:
+    """Parse ReAct-style output ``<think>...</think><action>...</action>`` into one command.
+
+    Exactly one non-empty ``<action>`` block is required; anything else is an error whose message
+    says what was wrong and what format is expected. Never raises.
+    """
+    blocks = _ACTION_RE.findall(text)
+    if not blocks:
+        if re.search(r"<action>", text, re.IGNORECASE):
+            why = "the <action> block is not closed with </action>"
+        else:
+            why = "no <action>...</action> block was found"
+        return ParsedAction(None, f"Invalid response: {why}. Answer as {_REACT_FORMAT}.")
+    if len(blocks) > 1:
+        return ParsedAction(
+            None, f"Invalid response: found {len(blocks)} <action> blocks, expected exactly one. Answer as {_REACT_FORMAT}."
+        )
+    command = " ".join(blocks[0].split())
+    if not command:
+        return ParsedAction(None, f"Invalid response: the <action> block is empty. Answer as {_REACT_FORMAT}.")
+    return ParsedAction(command)
+
+
+@dataclass
+class StepOutcome:
+    """What an engine returns for one applied command (``TextEnv._apply``)."""
+
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    success: bool = False
+    action_valid: bool = True
+    info: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class BranchDivergenceError(RuntimeError):
+    """A branch rebuilt by replaying the action log did not reach the original's state."""
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of every ttg environment.
+
+    Subclasses implement:
+
+    - ``num_tasks`` and ``_task_info(index)``: the task list, in a fixed order;
+    - ``_start(index) -> (observation, info)``: start the engine on a task;
+    - ``_apply(command) -> StepOutcome``: run one parsed command on the engine;
+    - ``_state_key() -> str``: hash of the canonical engine state;
+    - optionally ``_snapshot()``/``_restore(snapshot)`` for O(1) branching (default: replay),
+      ``parse_action`` for another action syntax, ``_invalid_outcome`` for a richer error turn,
+      and ``system_prompt``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
+    #: Truncation limit used when ``max_steps`` is not given (paper table 4 per env).
+    default_max_steps: ClassVar[int] = 50
+
+    def __init__(self, *, max_steps: int | None = None, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.max_steps = int(max_steps) if max_steps is not None else self.default_max_steps
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        self.render_mode = render_mode
+        self.observation_space = TextSpace()
+        self.action_space = TextSpace()
+        self.messages: list[dict[str, str]] = []
+        self.actions: list[str] = []
+        self.task: dict[str, Any] | None = None
+        self.task_index: int | None = None
+        self.elapsed_steps = 0
+        self.done = False
+        self.success = False
+
+    # ----------------------------------------------------------------- hooks for subclasses
+    @property
+    def num_tasks(self) -> int:
+        """Number of tasks this env instance can reset to."""
+        raise NotImplementedError
+
+    def _task_info(self, index: int) -> dict[str, Any]:
+        """The ``info["task"]`` dict of task ``index`` (at least ``id``, ``type``, ``split``)."""
+        raise NotImplementedError
+
+    def _start(self, index: int) -> tuple[str, dict[str, Any]]:
+        """Start the engine on task ``index``; return the first observation and extra info."""
+        raise NotImplementedError
+
+    def _apply(self, command: str) -> StepOutcome:
+        """Apply one parsed command to the engine."""
+        raise NotImplementedError
+
+    def _state_key(self) -> str:
+        """A hash of the canonical engine state (equal keys mean equal states)."""
+        raise NotImplementedError
+
+    def _snapshot(self) -> Any:
+        """An engine snapshot for branching, or None to branch by replaying the action log."""
+        return None
+
+    def _restore(self, snapshot: Any) -> None:
+        """Make this (cloned) env's engine state equal to ``snapshot``."""
+        raise NotImplementedError
+
+    @property
+    def system_prompt(self) -> str:
+        """The system message that opens every transcript."""
+        return f"Reason inside <think> </think>, then give exactly one command as {_REACT_FORMAT}."
+
+    def parse_action(self, text: str) -> ParsedAction:
+        """Turn assistant text into a command (default: ReAct ``<action>`` tags). Never raises."""
+        return parse_react(text)
+
+    def _invalid_outcome(self, error: str) -> StepOutcome:
+        """The turn returned for a response that did not parse: the error is the observation."""
+        return StepOutcome(observation=error, action_valid=False, error=error)
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode.
+
+        The task is ``options["task_index"]`` or ``options["task_id"]`` when given, otherwise drawn
+        from the env's RNG, so the same ``seed`` gives the same task in any process.
+        """
+        super().reset(seed=seed)
+        index = self._select_task(options or {})
+        self.task_index = index
+        self.task = dict(self._task_info(index))
+        observation, extra = self._start(index)
+        self.messages = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": observation},
+        ]
+        self.actions = []
+        self.elapsed_steps = 0
+        self.done = False
+        self.success = False
+        info = {"task": dict(self.task), **self._step_info(success=False, action_valid=True), **extra}
+        return observation, info
+
+    def step(self, action: str | Generation) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply one assistant response; malformed text is an invalid action, never an exception."""
+        if self.task is None:
+            raise gym.error.ResetNeeded("Cannot call step() before reset().")
+        if self.done:
+            raise gym.error.ResetNeeded("The episode is over (terminated or truncated); call reset().")
+        text = action.text if isinstance(action, Generation) else action
+        if not isinstance(text, str):
+            text = "" if text is None else str(text)
+            outcome = self._invalid_outcome(
+                f"Invalid response: expected text, got {type(action).__name__}. Answer as {_REACT_FORMAT}."
+            )
+        else:
+            parsed = self.parse_action(text)
+            outcome = self._invalid_outcome(parsed.error) if parsed.error else self._apply(parsed.command)
+        self.actions.append(text)
+        self.messages.append({"role": "assistant", "content": text})
+        self.messages.append({"role": "user", "content": outcome.observation})
+        self.elapsed_steps += 1
+        self.success = bool(outcome.success)
+        terminated = bool(outcome.terminated)
+        truncated = not terminated and self.elapsed_steps >= self.max_steps
+        self.done = terminated or truncated
+        info = self._step_info(success=self.success, action_valid=outcome.action_valid)
+        if outcome.error:
+            info["error"] = outcome.error
+        info.update(outcome.info or {})
+        if self.render_mode == "human":
+            self.render()
+        return outcome.observation, float(outcome.reward), terminated, truncated, info
+
+    def render(self) -> str | None:
+        """``ansi``: the transcript as text; ``human``: print the last turn."""
+        if self.render_mode is None:
+            return None
+        if self.render_mode == "human":
+            print(f"[{self.messages[-1]['role']}] {self.messages[-1]['content']}")
+            return None
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.messages)
+
+    # ----------------------------------------------------------------- branching
+    def branch(self, method: str = "auto") -> TextEnv:
+        """An independent env in the same state, whose future equals this one's under the same actions.
+
+        ``method="auto"`` uses the engine snapshot when the env has one and falls back to replay;
+        ``"replay"`` forces reset + replay of the action log, checked with ``state_key``.
+        """
+        if self.task is None:
+            raise gym.error.ResetNeeded("Cannot branch before reset().")
+        if method not in ("auto", "snapshot", "replay"):
+            raise ValueError(f"method must be 'auto', 'snapshot' or 'replay', got {method!r}")
+        snapshot = self._snapshot() if method != "replay" else None
+        if method == "snapshot" and snapshot is None:
+            raise NotImplementedError(f"{type(self).__name__} has no engine snapshot; use method='replay'.")
+        clone = self._clone()
+        if snapshot is not None:
+            clone._restore(snapshot)
+        else:
+            clone._replay_from(self)
+        clone.messages = [dict(m) for m in self.messages]
+        clone.actions = list(self.actions)
+        clone.task = dict(self.task)
+        clone.task_index = self.task_index
+        clone.elapsed_steps = self.elapsed_steps
+        clone.done = self.done
+        clone.success = self.success
+        clone._np_random = copy.deepcopy(self._np_random)
+        return clone
+
+    def _clone(self) -> TextEnv:
+        """A new env object sharing this one's immutable resources (task list, caches).
+
+        Subclasses whose attributes hold per-episode mutable state override this to detach it.
+        """
+        return copy.copy(self)
+
+    def _replay_from(self, original: TextEnv) -> None:
+        self._start(original.task_index)
+        self.done = False
+        for text in original.actions:
+            parsed = self.parse_action(text)
+            if not parsed.error:
+                self._apply(parsed.command)
+        if self._state_key() != original._state_key():
+            raise BranchDivergenceError(
+                f"Replaying {len(original.actions)} actions of task {original.task['id']!r} reached a different "
+                "engine state than the original episode; the engine is not deterministic under replay."
+            )
+
+    # ----------------------------------------------------------------- helpers
+    def _select_task(self, options: dict[str, Any]) -> int:
+        n = self.num_tasks
+        if n == 0:
+            raise ValueError(f"{type(self).__name__} has no tasks to reset to.")
+        if "task_index" in options:
+            index = int(options["task_index"])
+            if not 0 <= index < n:
+                raise IndexError(f"task_index {index} out of range for {n} tasks")
+            return index
+        if "task_id" in options:
+            return self.task_index_of(options["task_id"])
+        return int(self.np_random.integers(n))
+
+    def task_index_of(self, task_id: str) -> int:
+        """The index of the task whose id is ``task_id``."""
+        for i in range(self.num_tasks):
+            if self._task_info(i)["id"] == task_id:
+                return i
+        raise KeyError(f"no task with id {task_id!r}")
+
+    def _step_info(self, *, success: bool, action_valid: bool) -> dict[str, Any]:
+        return {
+            "success": success,
+            "action_valid": action_valid,
+            "state_key": self._state_key(),
+            "elapsed_steps": self.elapsed_steps,
+        }

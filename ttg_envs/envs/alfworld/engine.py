@@ -1,0 +1,162 @@
+"""ALFWorld's real engine: textworld's ``PddlEnv`` wrapped by alfworld's ``AlfredDemangler`` and
+``AlfredInfos``, with an in-process snapshot so that branches cost the same at any step.
+
+The snapshot uses fast-downward's ``get_state_id``/``set_state_id`` (exported by the engine's
+``libdownward`` but not wrapped by textworld) plus a copy of textworld's Python-side fact sets.
+Several envs (an episode and its branches) share one engine; whichever env steps next first
+restores its own snapshot, so each sees only its own history.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..._optional import require
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """One engine state: fast-downward's state id plus textworld's Python-side state."""
+
+    generation: int
+    state_id: int
+    facts: tuple[tuple[Any, frozenset], ...]
+    var_counts: tuple[tuple[Any, int], ...]
+    vars_by_name: tuple[tuple[str, Any], ...]
+    vars_by_type: tuple[tuple[str, frozenset], ...]
+    game_state: Any
+    moves: int
+    last_action: Any
+    operators: Mapping[int, Any]
+
+
+def _close_lib(lib: Any) -> None:
+    require("fast_downward", "alfworld").close_lib(lib)
+
+
+class AlfredEngine:
+    """One ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` with its own copy of libdownward."""
+
+    def __init__(self) -> None:
+        textworld = require("textworld", "alfworld")
+        require("fast_downward", "alfworld")
+        pddl_mod = require("textworld.envs.pddl.pddl", "alfworld")
+        wrappers = require("alfworld.agents.environment.alfred_tw_env", "alfworld")
+        infos = textworld.EnvInfos(admissible_commands=True, won=True)
+        self._pddl = pddl_mod.PddlEnv(infos)
+        self._env = wrappers.AlfredInfos(wrappers.AlfredDemangler(self._pddl, shuffle=False))
+        lib = self._pddl.downward_lib
+        lib.get_state_id.argtypes = []
+        lib.get_state_id.restype = ctypes.c_int
+        lib.set_state_id.argtypes = [ctypes.c_int]
+        lib.set_state_id.restype = None
+        weakref.finalize(self, _close_lib, lib)
+        self._lib = lib
+        self.lock = threading.RLock()
+        self.game_id: str | None = None
+        #: Bumped on every load/reset: fast-downward state ids are only valid within one generation.
+        self.generation = 0
+        #: True once a branch shares this engine; a shared engine is never reset again.
+        self.shared = False
+        self._owner: weakref.ref | None = None
+        self.state: Any = None
+
+    # -------------------------------------------------------------- episode
+    def load(self, game: Mapping[str, Any] | str, game_id: str) -> None:
+        """Load a game (a ``.tw-pddl`` path or its JSON dict)."""
+        if isinstance(game, str):
+            with open(game, encoding="utf-8") as f:
+                game = json.load(f)
+        self._env.load(dict(game))
+        self.game_id = game_id
+        self.generation += 1
+        self.state = None
+
+    def reset(self, owner: object) -> Any:
+        """Reset the loaded game; ``owner`` becomes the env whose state the engine holds."""
+        self.state = self._env.reset()
+        self.generation += 1
+        self._owner = weakref.ref(owner)
+        return self.state
+
+    def step(self, command: str) -> Any:
+        """Apply an admissible command; returns textworld's ``GameState``."""
+        self.state, _, _ = self._env.step(command)
+        return self.state
+
+    def plan(self) -> list[str]:
+        """The planner's command sequence from the current state to the goal ([] if none)."""
+        return list(self._pddl._pddl_state.replan(self._pddl._entity_infos))
+
+    @property
+    def won(self) -> bool:
+        """Whether the goal holds in the current state."""
+        return bool(self.state["won"])
+
+    @property
+    def admissible_commands(self) -> list[str]:
+        """The commands the engine accepts now, sorted."""
+        return list(self.state["admissible_commands"])
+
+    def state_key(self) -> str:
+        """sha256 (16 hex chars) of the sorted current facts."""
+        facts = sorted(str(f) for fs in self._pddl._pddl_state._facts.values() for f in fs)
+        return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+
+    # -------------------------------------------------------------- ownership and snapshots
+    def owned_by(self, env: object) -> bool:
+        """True when the engine currently holds ``env``'s state."""
+        return self._owner is not None and self._owner() is env
+
+    def activate(self, env: Any) -> None:
+        """Make the engine hold ``env``'s state, saving the previous owner's state first."""
+        if self.owned_by(env):
+            return
+        previous = self._owner() if self._owner is not None else None
+        if previous is not None:
+            previous._saved = self.save()
+        self.restore(env._saved)
+        self._owner = weakref.ref(env)
+
+    def save(self) -> EngineSnapshot:
+        """Snapshot the current state (about a millisecond: a copy of the fact sets)."""
+        pstate = self._pddl._pddl_state
+        return EngineSnapshot(
+            generation=self.generation,
+            state_id=self._lib.get_state_id(),
+            facts=tuple((sig, frozenset(fs)) for sig, fs in pstate._facts.items()),
+            var_counts=tuple(pstate._var_counts.items()),
+            vars_by_name=tuple(pstate._vars_by_name.items()),
+            vars_by_type=tuple((t, frozenset(vs)) for t, vs in pstate._vars_by_type.items()),
+            game_state=self._pddl.state,
+            moves=self._pddl._moves,
+            last_action=self._pddl._last_action,
+            operators=dict(pstate._operators),
+        )
+
+    def restore(self, snap: EngineSnapshot) -> None:
+        """Put the engine back into ``snap`` (same loaded game and generation only)."""
+        if snap.generation != self.generation:
+            raise RuntimeError("engine snapshot is from another load/reset of the engine")
+        pstate = self._pddl._pddl_state
+        self._lib.set_state_id(snap.state_id)
+        pstate._facts.clear()
+        for sig, fs in snap.facts:
+            pstate._facts[sig] = set(fs)
+        pstate._var_counts.clear()
+        pstate._var_counts.update(dict(snap.var_counts))
+        pstate._vars_by_name = dict(snap.vars_by_name)
+        pstate._vars_by_type.clear()
+        for t, vs in snap.vars_by_type:
+            pstate._vars_by_type[t] = set(vs)
+        pstate._operators = dict(snap.operators)
+        self._pddl.state = snap.game_state
+        self._pddl._moves = snap.moves
+        self._pddl._last_action = snap.last_action
+        self.state = snap.game_state

@@ -1,0 +1,55 @@
+"""Scripted ALFWorld policies: the engine planner (expert) and an epsilon-noisy expert.
+
+A policy is called with an env (any wrapper stack over ``ALFWorldEnv``) and returns the assistant
+text for the next step, in the ReAct format the env parses. The reasoning text is the same for
+planned and random actions, so a transcript does not reveal which policy wrote a step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .env import ALFWorldEnv
+
+
+def react(command: str) -> str:
+    """Wrap a command as a short ReAct response."""
+    return f"<think>Next I will {command}.</think><action>{command}</action>"
+
+
+def _alfworld(env) -> ALFWorldEnv:
+    base = env.unwrapped
+    if not isinstance(base, ALFWorldEnv):
+        raise TypeError(f"ALFWorld policies need an ALFWorldEnv, got {type(base).__name__}")
+    return base
+
+
+class ExpertPolicy:
+    """Takes the first command of the engine planner's plan from the current state."""
+
+    name = "expert"
+
+    def __call__(self, env) -> str:
+        """The next response for ``env``."""
+        base = _alfworld(env)
+        plan = base.expert_plan()
+        return react(plan[0] if plan else "look")
+
+
+class NoisyExpertPolicy:
+    """The expert with probability ``1 - eps``, a uniformly random admissible command otherwise."""
+
+    def __init__(self, eps: float = 0.3, seed: int | None = None):
+        if not 0.0 <= eps <= 1.0:
+            raise ValueError(f"eps must be in [0, 1], got {eps}")
+        self.eps = eps
+        self.rng = np.random.default_rng(seed)
+        self.expert = ExpertPolicy()
+        self.name = f"noisy_expert_{eps:g}"
+
+    def __call__(self, env) -> str:
+        """The next response for ``env``."""
+        if self.rng.random() < self.eps:
+            commands = _alfworld(env).admissible_commands
+            return react(commands[int(self.rng.integers(len(commands)))])
+        return self.expert(env)

@@ -1,0 +1,72 @@
+"""Branching a whole wrapper stack, and trying several candidate actions from one state.
+
+``branch(env)`` branches the innermost :class:`~ttg_envs.core.TextEnv` (engine snapshot, or
+replay checked with ``state_key``) and copies every wrapper above it onto the branch, so the
+branch has the same wrappers and the same future as the original.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import gymnasium as gym
+
+from ..core import Generation, TextEnv
+
+
+def branch(env: gym.Env, method: str = "auto") -> gym.Env:
+    """An independent copy of ``env`` (with all its wrappers) in the same state.
+
+    Wrappers that keep per-episode state define ``branch_onto(inner)``; any other gymnasium
+    wrapper is shallow-copied onto the branched inner env.
+    """
+    if isinstance(env, gym.Wrapper):
+        inner = branch(env.env, method)
+        hook = getattr(env, "branch_onto", None)
+        if hook is not None:
+            return hook(inner)
+        clone = copy.copy(env)
+        clone.env = inner
+        return clone
+    if isinstance(env, TextEnv):
+        return env.branch(method)
+    raise TypeError(f"cannot branch {type(env).__name__}: the innermost env must be a ttg_envs TextEnv")
+
+
+class BranchableWrapper(gym.Wrapper):
+    """Base of ttg wrappers: ``branch()`` on the wrapper branches the whole stack below it."""
+
+    def branch(self, method: str = "auto") -> gym.Env:
+        """See :func:`branch`."""
+        return branch(self, method)
+
+    def branch_onto(self, inner: gym.Env) -> BranchableWrapper:
+        """A copy of this wrapper around ``inner``; subclasses copy their per-episode state here."""
+        clone = copy.copy(self)
+        clone.env = inner
+        return clone
+
+
+@dataclass
+class Trial:
+    """One candidate action tried in its own branch: the step's 5-tuple and the branch itself."""
+
+    action: str | Generation
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+    env: gym.Env
+
+
+def try_actions(env: gym.Env, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
+    """Step each action in a fresh branch of ``env``; ``env`` itself is left untouched."""
+    trials = []
+    for action in actions:
+        child = branch(env, method)
+        obs, reward, terminated, truncated, info = child.step(action)
+        trials.append(Trial(action, obs, reward, terminated, truncated, info, child))
+    return trials

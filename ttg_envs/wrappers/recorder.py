@@ -1,0 +1,119 @@
+"""``TrajectoryRecorder``: every finished episode appended to a JSONL file, and a reader for it.
+
+Each episode is one line, written with a single ``write`` on a file opened in append mode, so a
+process killed mid-write leaves at most one torn last line; the next writer terminates it and the
+reader skips it, and every finished episode still reads back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+import gymnasium as gym
+import numpy as np
+
+from ..core import Generation
+from .branching import BranchableWrapper
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    return str(value)
+
+
+class TrajectoryRecorder(BranchableWrapper):
+    """Appends each finished episode to ``path`` as one JSON line.
+
+    A record holds ``task``, ``messages`` (the transcript), ``steps`` (reward, terminated,
+    truncated and the full ``info`` of every step), ``rewards``, ``success``, ``num_steps``,
+    ``assistant_tokens`` and ``ttg_labels`` (when a ``TokenCounter`` sits below this wrapper),
+    ``reset_info`` and the ``metadata`` given here (e.g. the policy name).
+
+    Put it outermost so it sees every other wrapper's info fields. Branches do not record unless
+    ``record_branches=True`` (trial executions of a selector are not episodes).
+    """
+
+    def __init__(self, env: gym.Env, path: str | os.PathLike, *, metadata: dict[str, Any] | None = None,
+                 record_branches: bool = False):
+        super().__init__(env)
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.metadata = dict(metadata or {})
+        self.record_branches = record_branches
+        self.recording = True
+        self._reset_info: dict[str, Any] = {}
+        self._steps: list[dict[str, Any]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Reset the env and start a new record."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._reset_info = dict(info)
+        self._reset_info["seed"] = seed
+        self._steps = []
+        return obs, info
+
+    def step(self, action: str | Generation):
+        """Step the env; write the episode when it ends."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps.append({"reward": reward, "terminated": terminated, "truncated": truncated, "info": dict(info)})
+        if (terminated or truncated) and self.recording:
+            write_trajectory(self.path, self._record())
+        return obs, reward, terminated, truncated, info
+
+    def _record(self) -> dict[str, Any]:
+        last = self._steps[-1]["info"]
+        return {
+            "task": self._reset_info.get("task"),
+            "metadata": self.metadata,
+            "messages": self.env.unwrapped.messages,
+            "num_steps": len(self._steps),
+            "rewards": [s["reward"] for s in self._steps],
+            "success": bool(last.get("success", False)),
+            "truncated": bool(self._steps[-1]["truncated"]),
+            "assistant_tokens": [s["info"].get("assistant_tokens") for s in self._steps],
+            "ttg_labels": last.get("ttg_labels"),
+            "reset_info": self._reset_info,
+            "steps": self._steps,
+        }
+
+    def branch_onto(self, inner: gym.Env) -> TrajectoryRecorder:
+        """A copy around ``inner`` that records only when ``record_branches`` is set."""
+        clone = super().branch_onto(inner)
+        clone.recording = self.record_branches and self.recording
+        clone._steps = [dict(s) for s in self._steps]
+        clone._reset_info = dict(self._reset_info)
+        return clone
+
+
+def write_trajectory(path: str | os.PathLike, record: dict[str, Any]) -> None:
+    """Append one record as a JSON line with a single write (terminating a torn last line first)."""
+    line = json.dumps(record, default=_jsonable, ensure_ascii=False) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def read_trajectories(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Yield every complete episode in a trajectory file, skipping torn lines with a warning."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                warnings.warn(f"{path}:{lineno}: skipping a torn or corrupt line", stacklevel=2)
