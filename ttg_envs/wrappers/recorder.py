@@ -97,7 +97,7 @@ class TrajectoryRecorder(BranchableWrapper):
 def write_trajectory(path: str | os.PathLike, record: dict[str, Any]) -> None:
     """Append one record as a JSON line with a single write (terminating a torn last line first)."""
     line = json.dumps(record, default=_jsonable, ensure_ascii=False) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

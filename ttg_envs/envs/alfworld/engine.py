@@ -36,30 +36,44 @@ class EngineSnapshot:
     operators: Mapping[int, Any]
 
 
-def _close_lib(lib: Any) -> None:
-    require("fast_downward", "alfworld").close_lib(lib)
-
-
-class AlfredEngine:
-    """One ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` with its own copy of libdownward."""
+class _Core:
+    """A ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` stack and its private libdownward copy."""
 
     def __init__(self) -> None:
         textworld = require("textworld", "alfworld")
         require("fast_downward", "alfworld")
         pddl_mod = require("textworld.envs.pddl.pddl", "alfworld")
         wrappers = require("alfworld.agents.environment.alfred_tw_env", "alfworld")
-        infos = textworld.EnvInfos(admissible_commands=True, won=True)
-        self._pddl = pddl_mod.PddlEnv(infos)
-        self._env = wrappers.AlfredInfos(wrappers.AlfredDemangler(self._pddl, shuffle=False))
-        lib = self._pddl.downward_lib
-        lib.get_state_id.argtypes = []
-        lib.get_state_id.restype = ctypes.c_int
-        lib.set_state_id.argtypes = [ctypes.c_int]
-        lib.set_state_id.restype = None
-        weakref.finalize(self, _close_lib, lib)
-        self._lib = lib
-        self.lock = threading.RLock()
+        self.pddl = pddl_mod.PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True))
+        self.env = wrappers.AlfredInfos(wrappers.AlfredDemangler(self.pddl, shuffle=False))
+        self.lib = self.pddl.downward_lib
+        self.lib.get_state_id.argtypes = []
+        self.lib.get_state_id.restype = ctypes.c_int
+        self.lib.set_state_id.argtypes = [ctypes.c_int]
+        self.lib.set_state_id.restype = None
         self.game_id: str | None = None
+
+
+# Cores of engines that were garbage-collected, for reuse by the next engine. Each core holds a
+# dlopen'ed copy of libdownward; dlclose'ing one and loading another crashes the process, so they
+# are recycled instead (a process keeps as many cores as it ever had engines alive at once).
+_IDLE_CORES: list[_Core] = []
+
+
+class AlfredEngine:
+    """One loaded ALFWorld game on its own engine core; shared by an episode and its branches."""
+
+    def __init__(self) -> None:
+        try:
+            core = _IDLE_CORES.pop()
+        except IndexError:
+            core = _Core()
+        weakref.finalize(self, _IDLE_CORES.append, core)
+        self._core = core
+        self._pddl = core.pddl
+        self._env = core.env
+        self._lib = core.lib
+        self.lock = threading.RLock()
         #: Bumped on every load/reset: fast-downward state ids are only valid within one generation.
         self.generation = 0
         #: True once a branch shares this engine; a shared engine is never reset again.
@@ -74,9 +88,14 @@ class AlfredEngine:
             with open(game, encoding="utf-8") as f:
                 game = json.load(f)
         self._env.load(dict(game))
-        self.game_id = game_id
+        self._core.game_id = game_id
         self.generation += 1
         self.state = None
+
+    @property
+    def game_id(self) -> str | None:
+        """Id of the loaded game (a recycled core may still hold its previous game)."""
+        return self._core.game_id
 
     def reset(self, owner: object) -> Any:
         """Reset the loaded game; ``owner`` becomes the env whose state the engine holds."""

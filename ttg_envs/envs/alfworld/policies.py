@@ -53,3 +53,16 @@ class NoisyExpertPolicy:
             commands = _alfworld(env).admissible_commands
             return react(commands[int(self.rng.integers(len(commands)))])
         return self.expert(env)
+
+
+#: Scripted policies by name, as ``ttg rollout --policies`` and ``scripted:<name>`` actors name them.
+POLICY_NAMES = ("expert", "noisy_expert")
+
+
+def make_policy(name: str, *, seed: int | None = None, eps: float = 0.3):
+    """Build a scripted ALFWorld policy by name (``expert`` or ``noisy_expert``)."""
+    if name == "expert":
+        return ExpertPolicy()
+    if name == "noisy_expert":
+        return NoisyExpertPolicy(eps=eps, seed=seed)
+    raise ValueError(f"unknown ALFWorld policy {name!r}; choose from {POLICY_NAMES}")
