@@ -1,0 +1,1 @@
+"""Training-side code: DeltaTTG credit assignment (``credit``)."""
