@@ -61,9 +61,12 @@ class Generation:
 
 @dataclass(frozen=True)
 class ParsedAction:
-    """The result of parsing assistant text: a ``command`` or an ``error`` saying what was wrong."""
+    """The result of parsing assistant text: a ``command`` or an ``error`` saying what was wrong.
 
-    command: str | None
+    ``command`` is env-specific: a command string for ALFWorld, a list of tool calls for tool envs.
+    """
+
+    command: Any
     error: str | None = None
 
 
@@ -96,7 +99,12 @@ def parse_react(text: str) -> ParsedAction:
 
 @dataclass
 class StepOutcome:
-    """What an engine returns for one applied command (``TextEnv._apply``)."""
+    """What an engine returns for one applied command (``TextEnv._apply``).
+
+    By default the transcript gets ``{"role": "assistant", "content": text}`` then
+    ``{"role": "user", "content": observation}``; tool envs set ``assistant_message`` (e.g. with
+    ``tool_calls``) and ``messages`` (e.g. one ``tool`` message per call) instead.
+    """
 
     observation: str
     reward: float = 0.0
@@ -105,6 +113,8 @@ class StepOutcome:
     action_valid: bool = True
     info: dict[str, Any] | None = None
     error: str | None = None
+    assistant_message: dict[str, Any] | None = None
+    messages: list[dict[str, Any]] | None = None
 
 
 class BranchDivergenceError(RuntimeError):
@@ -138,7 +148,7 @@ class TextEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.observation_space = TextSpace()
         self.action_space = TextSpace()
-        self.messages: list[dict[str, str]] = []
+        self.messages: list[dict[str, Any]] = []
         self.actions: list[str] = []
         self.task: dict[str, Any] | None = None
         self.task_index: int | None = None
@@ -160,8 +170,8 @@ class TextEnv(gym.Env[str, str]):
         """Start the engine on task ``index``; return the first observation and extra info."""
         raise NotImplementedError
 
-    def _apply(self, command: str) -> StepOutcome:
-        """Apply one parsed command to the engine."""
+    def _apply(self, command: Any) -> StepOutcome:
+        """Apply one parsed command (``ParsedAction.command``) to the engine."""
         raise NotImplementedError
 
     def _state_key(self) -> str:
@@ -228,8 +238,8 @@ class TextEnv(gym.Env[str, str]):
             parsed = self.parse_action(text)
             outcome = self._invalid_outcome(parsed.error) if parsed.error else self._apply(parsed.command)
         self.actions.append(text)
-        self.messages.append({"role": "assistant", "content": text})
-        self.messages.append({"role": "user", "content": outcome.observation})
+        self.messages.append(outcome.assistant_message or {"role": "assistant", "content": text})
+        self.messages.extend(outcome.messages or [{"role": "user", "content": outcome.observation}])
         self.elapsed_steps += 1
         self.success = bool(outcome.success)
         terminated = bool(outcome.terminated)

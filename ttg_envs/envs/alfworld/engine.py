@@ -52,6 +52,8 @@ class _Core:
         self.lib.set_state_id.argtypes = [ctypes.c_int]
         self.lib.set_state_id.restype = None
         self.game_id: str | None = None
+        #: str() of each fact seen in the loaded game, cached: state_key runs on every step.
+        self.fact_names: dict[Any, str] = {}
 
 
 # Cores of engines that were garbage-collected, for reuse by the next engine. Each core holds a
@@ -89,6 +91,7 @@ class AlfredEngine:
                 game = json.load(f)
         self._env.load(dict(game))
         self._core.game_id = game_id
+        self._core.fact_names = {}
         self.generation += 1
         self.state = None
 
@@ -125,7 +128,15 @@ class AlfredEngine:
 
     def state_key(self) -> str:
         """sha256 (16 hex chars) of the sorted current facts."""
-        facts = sorted(str(f) for fs in self._pddl._pddl_state._facts.values() for f in fs)
+        names = self._core.fact_names
+        facts = []
+        for fs in self._pddl._pddl_state._facts.values():
+            for f in fs:
+                name = names.get(f)
+                if name is None:
+                    name = names[f] = str(f)
+                facts.append(name)
+        facts.sort()
         return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
 
     # -------------------------------------------------------------- ownership and snapshots
