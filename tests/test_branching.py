@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ttg_envs import BranchDivergenceError
 from ttg_envs.wrappers import Lookahead, TokenCounter, branch, try_actions
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _play(env, choices):
@@ -41,7 +41,7 @@ def branch_env(request, tiny_game):
 
 
 @SETTINGS
-@given(prefix=st.lists(st.integers(0, 50), max_size=12), suffix=st.lists(st.integers(0, 50), min_size=1, max_size=12),
+@given(prefix=st.lists(st.integers(0, 50), max_size=10), suffix=st.lists(st.integers(0, 50), min_size=1, max_size=8),
        method=st.sampled_from(["snapshot", "replay"]))
 def test_branch_future_equals_original(branch_env, prefix, suffix, method):
     env = branch_env
@@ -99,3 +99,20 @@ def test_replay_divergence_raises(tiny_env, monkeypatch):
     monkeypatch.setattr(type(env), "_state_key", lambda self: str(id(self)))
     with pytest.raises(BranchDivergenceError, match="different engine state"):
         env.branch("replay")
+
+
+def test_resetting_a_sharing_env_keeps_the_other_states(tiny_env):
+    tiny_env.reset(seed=0)
+    _play(tiny_env, [0, 0])
+    child = branch(tiny_env)
+    _play(child, [1])
+    expected = _play(branch(child), [0, 0])
+    tiny_env.reset(seed=0)  # same game: a restore on the shared engine
+    assert _play(child, [0, 0]) == expected
+    assert tiny_env.unwrapped.elapsed_steps == 0 and tiny_env.unwrapped._state_key() == _fresh_key(tiny_env)
+
+
+def _fresh_key(env):
+    child = branch(env)
+    child.reset(seed=0)
+    return child.unwrapped._state_key()

@@ -4,7 +4,8 @@
 The snapshot uses fast-downward's ``get_state_id``/``set_state_id`` (exported by the engine's
 ``libdownward`` but not wrapped by textworld) plus a copy of textworld's Python-side fact sets.
 Several envs (an episode and its branches) share one engine; whichever env steps next first
-restores its own snapshot, so each sees only its own history.
+restores its own snapshot, so each sees only its own history. A reset restores the snapshot of
+the initial state taken at load, so only a new game pays for textworld's PDDL translation.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class EngineSnapshot:
 
 
 class _Core:
-    """A ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` stack and its private libdownward copy."""
+    """A ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` stack, its private libdownward copy,
+    and what belongs to the game loaded in it."""
 
     def __init__(self) -> None:
         textworld = require("textworld", "alfworld")
@@ -52,6 +54,10 @@ class _Core:
         self.lib.set_state_id.argtypes = [ctypes.c_int]
         self.lib.set_state_id.restype = None
         self.game_id: str | None = None
+        #: Bumped on every load: fast-downward state ids are only valid within one loaded game.
+        self.generation = 0
+        #: The game's initial state; a reset restores it instead of re-translating the PDDL.
+        self.initial: EngineSnapshot | None = None
         #: str() of each fact seen in the loaded game, cached: state_key runs on every step.
         self.fact_names: dict[Any, str] = {}
 
@@ -63,7 +69,7 @@ _IDLE_CORES: list[_Core] = []
 
 
 class AlfredEngine:
-    """One loaded ALFWorld game on its own engine core; shared by an episode and its branches."""
+    """One loaded ALFWorld game on an engine core, shared by an episode, its resets and its branches."""
 
     def __init__(self) -> None:
         try:
@@ -76,35 +82,39 @@ class AlfredEngine:
         self._env = core.env
         self._lib = core.lib
         self.lock = threading.RLock()
-        #: Bumped on every load/reset: fast-downward state ids are only valid within one generation.
-        self.generation = 0
-        #: True once a branch shares this engine; a shared engine is never reset again.
+        #: True once a branch shares this engine: loading another game would invalidate its states.
         self.shared = False
         self._owner: weakref.ref | None = None
         self.state: Any = None
 
     # -------------------------------------------------------------- episode
-    def load(self, game: Mapping[str, Any] | str, game_id: str) -> None:
-        """Load a game (a ``.tw-pddl`` path or its JSON dict)."""
-        if isinstance(game, str):
-            with open(game, encoding="utf-8") as f:
-                game = json.load(f)
-        self._env.load(dict(game))
-        self._core.game_id = game_id
-        self._core.fact_names = {}
-        self.generation += 1
-        self.state = None
-
     @property
     def game_id(self) -> str | None:
         """Id of the loaded game (a recycled core may still hold its previous game)."""
         return self._core.game_id
 
-    def reset(self, owner: object) -> Any:
-        """Reset the loaded game; ``owner`` becomes the env whose state the engine holds."""
+    @property
+    def generation(self) -> int:
+        """Load counter of the core; snapshots are only valid within one generation."""
+        return self._core.generation
+
+    def load(self, game: Mapping[str, Any] | str, game_id: str) -> None:
+        """Load a game (a ``.tw-pddl`` path or its JSON dict) and record its initial state."""
+        if isinstance(game, str):
+            with open(game, encoding="utf-8") as f:
+                game = json.load(f)
+        core = self._core
+        self._env.load(dict(game))
         self.state = self._env.reset()
-        self.generation += 1
-        self._owner = weakref.ref(owner)
+        core.game_id = game_id
+        core.generation += 1
+        core.fact_names = {}
+        core.initial = self.save()
+        self._owner = None
+
+    def reset(self, owner: Any) -> Any:
+        """Back to the initial state; ``owner`` becomes the env whose state the engine holds."""
+        self._hand_over(owner, self._core.initial)
         return self.state
 
     def step(self, command: str) -> Any:
@@ -145,13 +155,15 @@ class AlfredEngine:
         return self._owner is not None and self._owner() is env
 
     def activate(self, env: Any) -> None:
-        """Make the engine hold ``env``'s state, saving the previous owner's state first."""
-        if self.owned_by(env):
-            return
+        """Make the engine hold ``env``'s state (its ``_saved`` snapshot) unless it already does."""
+        if not self.owned_by(env):
+            self._hand_over(env, env._saved)
+
+    def _hand_over(self, env: Any, snapshot: EngineSnapshot) -> None:
         previous = self._owner() if self._owner is not None else None
-        if previous is not None:
+        if previous is not None and previous is not env:
             previous._saved = self.save()
-        self.restore(env._saved)
+        self.restore(snapshot)
         self._owner = weakref.ref(env)
 
     def save(self) -> EngineSnapshot:
@@ -173,7 +185,7 @@ class AlfredEngine:
     def restore(self, snap: EngineSnapshot) -> None:
         """Put the engine back into ``snap`` (same loaded game and generation only)."""
         if snap.generation != self.generation:
-            raise RuntimeError("engine snapshot is from another load/reset of the engine")
+            raise RuntimeError("engine snapshot is from another game load of this engine")
         pstate = self._pddl._pddl_state
         self._lib.set_state_id(snap.state_id)
         pstate._facts.clear()

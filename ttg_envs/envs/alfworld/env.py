@@ -65,11 +65,12 @@ class ALFWorldEnv(TextEnv):
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self.tasks[index]
         engine = self._engine
-        if engine is None or engine.shared:
+        if engine is None or (engine.shared and engine.game_id != task.id):
             engine = self._engine = AlfredEngine()
-        if engine.game_id != task.id:
-            engine.load(task.game(), task.id)
-        state = engine.reset(owner=self)
+        with engine.lock:
+            if engine.game_id != task.id:
+                engine.load(task.game(), task.id)
+            state = engine.reset(owner=self)
         self._saved = None
         return self._observation(state.feedback), {"admissible_commands": engine.admissible_commands}
 
@@ -119,8 +120,8 @@ class ALFWorldEnv(TextEnv):
 
     def _clone(self) -> ALFWorldEnv:
         clone = super()._clone()
-        # Branches share the loaded engine; a shared engine is never reset again (that would
-        # invalidate fast-downward state ids), so the next reset of either env loads a new one.
+        # Branches share the loaded engine; loading another game into it would invalidate the
+        # others' fast-downward state ids, so a later reset to another game takes a new engine.
         self._engine.shared = True
         clone._saved = None
         return clone
