@@ -1,0 +1,248 @@
+"""``ttg/AWM-v0``: AgentWorldModel environments, a SQLite database behind each scenario's tool API.
+
+An episode builds a fresh database from the scenario's schema and sample rows and serves the
+scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox`). The tools are the
+app's routes (named by ``operationId``), listed in the system prompt and ``info["tools"]``. An
+assistant response without tool calls is the final answer: the scenario's verifier then compares
+the initial and final databases (and the answer) in another sandboxed child and sets ``success``.
+Branches copy the database with SQLite's backup API, plus the transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..._optional import require
+from ...core import StepOutcome
+from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
+from . import db
+from .format import Scenario, load_scenarios
+from .openapi import Route, tools_from_openapi
+from .runtime import AppProcess, SandboxError, SandboxTimeout, run_verifier
+
+BUNDLED_DATA_DIR = Path(__file__).parent / "data"
+INSTRUCTIONS = (
+    "You are an agent that completes the user's task in the application described below by calling its "
+    "tools. You act for the signed-in user (user id 1). Call tools as needed, one step at a time, and "
+    "read each result before the next step. When the task is done, or cannot be done, reply with a "
+    "short final answer and no tool call; that ends the episode."
+)
+
+
+@dataclass(frozen=True)
+class AWMTask:
+    """One task: the scenario it runs in, its index there, and its text."""
+
+    scenario: str
+    index: int
+    text: str
+    source: str
+
+    @property
+    def id(self) -> str:
+        """``<scenario>/<task index>``."""
+        return f"{self.scenario}/{self.index}"
+
+    def info(self) -> dict[str, Any]:
+        """The ``info["task"]`` dict."""
+        domain = self.scenario.rstrip("0123456789").rstrip("_") or self.scenario
+        return {"id": self.id, "type": domain, "split": "train", "source": self.source,
+                "scenario": self.scenario, "index": self.index}
+
+
+@dataclass
+class _Prepared:
+    """What every episode of a scenario shares: the initial database and the tools."""
+
+    initial: bytes
+    tools: list[Tool] | None = None
+    routes: dict[str, Route] | None = None
+
+
+class _Workspace:
+    """An env's folder (holding only its episode database) and its app process."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="ttg-awm-"))
+        self.app: AppProcess | None = None
+
+    @property
+    def database(self) -> Path:
+        return self.folder / "episode.db"
+
+    def stop_app(self) -> None:
+        if self.app is not None:
+            self.app.close()
+            self.app = None
+
+    def close(self) -> None:
+        self.stop_app()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _final_answer(content: str) -> str:
+    # The verifier gets the answer the user would see: the text after the reasoning.
+    return content.rsplit("</think>", 1)[-1].strip()
+
+
+class AWMEnv(ToolEnv):
+    """AgentWorldModel scenarios with sandboxed app code and verifiers.
+
+    Args:
+        split: ``train`` (AWM is a training set; the paper does not test on it).
+        source: ``bundled``: the project's offline scenarios in the AWM format.
+        path: an AgentWorldModel-1K folder (``gen_*.jsonl``) instead of the bundle.
+        scenarios: keep only these scenario names.
+        tool_timeout: seconds a tool call may take before the app process is stopped.
+        verifier_timeout: seconds a verifier may take.
+        max_steps: truncation limit (paper table 4: 20).
+    """
+
+    default_max_steps = 20
+
+    def __init__(self, split: str = "train", *, source: str = "bundled", path: str | os.PathLike | None = None,
+                 scenarios: Iterable[str] | None = None, tool_timeout: float = 10.0, verifier_timeout: float = 60.0,
+                 start_timeout: float = 60.0, max_steps: int | None = None, render_mode: str | None = None):
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        for module in ("fastapi", "sqlalchemy", "httpx"):
+            require(module, "awm")
+        if split != "train":
+            raise ValueError(f"AWM has one split, 'train'; got {split!r}")
+        if path is None and source != "bundled":
+            raise ValueError(f"source must be 'bundled' (or pass path=<AgentWorldModel-1K folder>), got {source!r}")
+        folder = Path(path) if path is not None else BUNDLED_DATA_DIR
+        label = "bundled" if path is None else "files"
+        self.scenarios: dict[str, Scenario] = {s.name: s for s in load_scenarios(folder, scenarios)}
+        self.tasks: list[AWMTask] = [
+            AWMTask(s.name, i, text, label)
+            for s in self.scenarios.values() for i, text in enumerate(s.tasks) if s.verifiers.get(i)
+        ]
+        self.tool_timeout = tool_timeout
+        self.verifier_timeout = verifier_timeout
+        self.start_timeout = start_timeout
+        self._prepared: dict[str, _Prepared] = {}
+        self._workspace = _Workspace()
+        self._finalizer = weakref.finalize(self, self._workspace.close)
+        self._answer: str | None = None
+
+    # ------------------------------------------------------------ ToolEnv hooks
+    @property
+    def num_tasks(self) -> int:
+        """Number of tasks (with a verifier) over the loaded scenarios."""
+        return len(self.tasks)
+
+    def _task_info(self, index: int) -> dict[str, Any]:
+        return self.tasks[index].info()
+
+    @property
+    def current_task(self) -> AWMTask:
+        """The task of the running episode."""
+        return self.tasks[self.task_index]
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario of the running episode."""
+        return self.scenarios[self.current_task.scenario]
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The scenario app's tools."""
+        return list(self._prepared[self.scenario.name].tools or [])
+
+    @property
+    def instructions(self) -> str:
+        """The agent instructions and the scenario's description."""
+        description = self.scenario.description
+        return f"{INSTRUCTIONS}\n\n# Application\n{description}" if description else INSTRUCTIONS
+
+    def _prepare(self, scenario: Scenario) -> _Prepared:
+        prepared = self._prepared.get(scenario.name)
+        if prepared is None:
+            scratch = Path(tempfile.mkdtemp(prefix="ttg-awm-build-"))
+            try:
+                db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
+                prepared = self._prepared[scenario.name] = _Prepared(db.snapshot(scratch / "initial.db"))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return prepared
+
+    def _start(self, index: int) -> tuple[str, dict[str, Any]]:
+        task = self.tasks[index]
+        scenario = self.scenarios[task.scenario]
+        prepared = self._prepare(scenario)
+        self._workspace.stop_app()
+        db.restore(self._workspace.database, prepared.initial)
+        self._answer = None
+        if prepared.tools is None:
+            prepared.tools, prepared.routes = tools_from_openapi(self._app(scenario).openapi)
+        return task.text, {"tools": [tool.openai() for tool in prepared.tools]}
+
+    def _app(self, scenario: Scenario) -> AppProcess:
+        ws = self._workspace
+        if ws.app is None or not ws.app.alive:
+            ws.app = AppProcess(ws.folder, ws.database, scenario.env_code, start_timeout=self.start_timeout,
+                                openapi=self._prepared[scenario.name].tools is None)
+        return ws.app
+
+    def _apply(self, response: ParsedResponse) -> StepOutcome:
+        if response.calls:
+            turn = self._run_calls(response, self._execute)
+            return StepOutcome(observation=turn.observation, action_valid=turn.valid, error=turn.error,
+                               assistant_message=turn.assistant_message, messages=turn.messages)
+        self._answer = _final_answer(response.content)
+        scenario = self.scenario
+        verdict = run_verifier(scenario.verifiers[self.current_task.index], self._prepared[scenario.name].initial,
+                               self._workspace.database, self._answer, timeout=self.verifier_timeout)
+        self._workspace.stop_app()
+        result = verdict.result if verdict.error is None else {"error": verdict.error}
+        return StepOutcome(observation="The episode is over.", reward=1.0 if verdict.success else 0.0,
+                           terminated=True, success=verdict.success, info={"verifier_result": result})
+
+    def _execute(self, call: ToolCall) -> str:
+        scenario = self.scenario
+        route = self._prepared[scenario.name].routes[call.name]
+        method, path, query, body = route.request(call.arguments)
+        try:
+            status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body,
+                                                         timeout=self.tool_timeout)
+        except SandboxTimeout:
+            self._workspace.app = None
+            return f"Error calling {call.name}: the tool did not answer within {self.tool_timeout:g} s."
+        except SandboxError as exc:
+            self._workspace.stop_app()
+            return f"Error calling {call.name}: {exc}"
+        if status >= 400:
+            return f"Error calling {call.name}. Status code: {status}. Response: {text}"
+        return text
+
+    def _state_key(self) -> str:
+        h = hashlib.sha256(self.current_task.id.encode())
+        h.update(db.digest(self._workspace.database).encode())
+        h.update(b"answered" if self._answer is not None else b"open")
+        return h.hexdigest()[:32]
+
+    def _snapshot(self) -> tuple[bytes, str | None]:
+        return db.snapshot(self._workspace.database), self._answer
+
+    def _restore(self, snapshot: tuple[bytes, str | None]) -> None:
+        data, self._answer = snapshot
+        db.restore(self._workspace.database, data)
+
+    def _clone(self) -> AWMEnv:
+        clone = super()._clone()
+        clone._workspace = _Workspace()
+        clone._finalizer = weakref.finalize(clone, clone._workspace.close)
+        return clone
+
+    def close(self) -> None:
+        """Stop the app process and delete the episode folder."""
+        self._finalizer()
+        super().close()

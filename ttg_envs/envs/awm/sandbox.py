@@ -1,0 +1,247 @@
+"""The child side of the AWM sandbox: model-written app code and verifiers run here, with least power.
+
+Each child is a fresh process (forked from a clean fork server, never from the caller) that can
+only reach one folder. Before any model-written code runs it:
+
+- sets resource limits (address space, file size, open files, no core dumps) and moves into the folder;
+- installs an audit hook (PEP 578, cannot be removed) that refuses network sockets (only the
+  AF_UNIX pair asyncio needs), name lookups, new processes, signals, ctypes, SQLite extensions,
+  any file write outside the folder, any read outside the Python installation, and any SQLite
+  database other than the episode's own files;
+- makes every SQLite connection refuse ``ATTACH`` and, for an app, open the episode database
+  whatever path the code names (SQLAlchemy's connections included).
+
+This confines code that reaches where it should not by accident (a hard-coded database path, an
+HTTP call to a real service, a stray temp file); it is not a boundary against native exploits.
+Messages to and from the parent are JSON bytes, so a child can never make the parent unpickle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import inspect
+import json
+import os
+import resource
+import socket
+import sqlite3
+import sys
+import sysconfig
+import traceback
+import types
+from typing import Any
+
+# Imported here, before the guard is up, so app code importing them needs no file access.
+try:
+    import fastapi
+    import httpx
+    import pydantic  # noqa: F401
+    import sqlalchemy  # noqa: F401
+except ImportError:  # reported to the parent when an app is loaded
+    fastapi = httpx = None
+
+#: Longest response body returned to the agent, in characters.
+MAX_BODY_CHARS = 16_000
+_BLOCKED = frozenset({
+    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+    "os.kill", "os.killpg", "signal.pthread_kill", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
+    "ctypes.call_function", "sqlite3.enable_load_extension", "sqlite3.load_extension", "webbrowser.open",
+    "urllib.Request", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex",
+    "socket.gethostbyaddr", "socket.getnameinfo", "os.setuid", "os.setgid", "os.chroot", "sys.remote_exec",
+})
+_WRITE_EVENTS = frozenset({
+    "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink", "os.link",
+    "os.truncate", "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.mkfifo", "os.mknod",
+    "os.setxattr", "os.removexattr", "shutil.move", "shutil.copytree", "os.chdir",
+})
+_LIST_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "os.listxattr", "os.getxattr"})
+_SOCKET_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def _read_roots() -> tuple[str, ...]:
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr/share/zoneinfo"}
+    paths.update(v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib"))
+    return tuple(os.path.realpath(p) + os.sep for p in paths if p)
+
+
+class _Guard:
+    """The audit hook: what the child may touch."""
+
+    def __init__(self, folder: str, databases: set[str]):
+        self.folder = os.path.realpath(folder) + os.sep
+        self.databases = {os.path.realpath(d) for d in databases}
+        self.read_roots = _read_roots()
+
+    def _inside(self, path: Any) -> bool:
+        p = os.path.realpath(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
+        return p is not None and (p + os.sep).startswith(self.folder)
+
+    def _readable(self, path: Any) -> bool:
+        if self._inside(path):
+            return True
+        p = os.path.realpath(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else ""
+        return p.startswith(self.read_roots)
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, int):
+                return
+            writing = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & _WRITE_FLAGS)
+            if self._inside(path) or (not writing and self._readable(path)):
+                return
+            raise PermissionError(f"sandbox: {'writing' if writing else 'reading'} {os.fsdecode(path)!r} is not allowed")
+        if event in _BLOCKED:
+            raise PermissionError(f"sandbox: {event} is not allowed")
+        if event in _WRITE_EVENTS:
+            for arg in args:
+                if isinstance(arg, (str, bytes, os.PathLike)) and not self._inside(arg):
+                    raise PermissionError(f"sandbox: {event} on {os.fsdecode(arg)!r} is not allowed")
+        elif event in _LIST_EVENTS:
+            if args and isinstance(args[0], (str, bytes, os.PathLike)) and not self._readable(args[0]):
+                raise PermissionError(f"sandbox: listing {os.fsdecode(args[0])!r} is not allowed")
+        elif event == "socket.__new__":
+            if args[1] != socket.AF_UNIX:
+                raise PermissionError("sandbox: network sockets are not allowed")
+        elif event in _SOCKET_EVENTS:
+            if getattr(args[0], "family", None) != socket.AF_UNIX:
+                raise PermissionError("sandbox: network access is not allowed")
+        elif event == "sqlite3.connect":
+            database = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else ""
+            if database.startswith("file:"):
+                database = database[5:].split("?", 1)[0]
+            if database not in ("", ":memory:") and os.path.realpath(database) not in self.databases:
+                raise PermissionError(f"sandbox: opening database {database!r} is not allowed")
+
+
+def _no_attach(action: int, *args: Any) -> int:
+    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
+
+
+def _confine(folder: str, databases: set[str]) -> None:
+    for limit, value in ((resource.RLIMIT_AS, 8 << 30), (resource.RLIMIT_FSIZE, 1 << 30), (resource.RLIMIT_CORE, 0),
+                         (resource.RLIMIT_NOFILE, 256)):
+        soft, hard = resource.getrlimit(limit)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (min(value, soft) if soft != resource.RLIM_INFINITY else value, hard))
+    sys.dont_write_bytecode = True
+    os.chdir(folder)
+    sys.addaudithook(_Guard(folder, databases))
+
+
+def _confine_sqlite(database: str | None) -> None:
+    """Every SQLite connection refuses ``ATTACH``; with ``database``, every on-disk one opens it.
+
+    The redirect is how the episode database reaches the app, whatever path its code names (AWM
+    rewrites the ``create_engine`` line instead); SQLAlchemy's pysqlite dialect goes through here too.
+    """
+    real = sqlite3.connect
+
+    def connect(target: Any = ":memory:", *args: Any, **kwargs: Any):
+        name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else ""
+        if database is not None and name not in ("", ":memory:") and "mode=memory" not in name:
+            target = database
+            kwargs.pop("uri", None)
+        conn = real(target, *args, **kwargs)
+        conn.set_authorizer(_no_attach)
+        if database is not None:
+            # The episode file is a scratch copy: commits need not wait for the disk.
+            conn.execute("PRAGMA synchronous = OFF")
+        return conn
+
+    sqlite3.connect = connect
+    sqlite3.dbapi2.connect = connect
+
+
+def _describe(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = next((f"line {f.lineno}" for f in reversed(frames) if f.filename.startswith("<awm_")), "")
+    return f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")
+
+
+def _send(conn, payload: dict[str, Any]) -> None:
+    conn.send_bytes(json.dumps(payload, default=repr).encode("utf-8"))
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    # A registered module, so that pydantic can resolve the code's annotations through sys.modules.
+    module = types.ModuleType(name)
+    module.__dict__["__builtins__"] = builtins
+    sys.modules[name] = module
+    return module.__dict__
+
+
+def _find_app(namespace: dict[str, Any]):
+    app = namespace.get("app")
+    if isinstance(app, fastapi.FastAPI):
+        return app
+    for value in namespace.values():
+        if isinstance(value, fastapi.FastAPI):
+            return value
+    raise LookupError("the environment code defines no FastAPI app")
+
+
+def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True) -> None:
+    """Load an AWM app over ``database`` and answer the parent's requests until the pipe closes.
+
+    First reply: ``{"ok": true, "openapi": {...}}`` (``null`` unless ``openapi``) or
+    ``{"ok": false, "error": ...}``. Then each
+    request ``{"method", "path", "query", "body"?}`` gets ``{"ok": true, "status", "body"}``.
+    """
+    if fastapi is None or httpx is None:
+        _send(conn, {"ok": False, "error": "fastapi/httpx/sqlalchemy are not installed (pip install 'ttg-envs[awm]')"})
+        return
+    _confine(folder, {database})
+    _confine_sqlite(database)
+    loop = asyncio.new_event_loop()
+    try:
+        namespace = _namespace("awm_env")
+        exec(compile(code, "<awm_env>", "exec"), namespace)
+        app = _find_app(namespace)
+        loop.run_until_complete(app.router.lifespan_context(app).__aenter__())
+        schema = json.loads(json.dumps(app.openapi(), default=str)) if openapi else None
+    except BaseException as exc:
+        _send(conn, {"ok": False, "error": f"the environment code failed to load: {_describe(exc)}"})
+        return
+    _send(conn, {"ok": True, "openapi": schema})
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                               base_url="http://awm.local")
+    while True:
+        try:
+            request = json.loads(conn.recv_bytes())
+        except EOFError:
+            return
+        try:
+            kwargs = {"params": request.get("query") or None}
+            if "body" in request:
+                kwargs["json"] = request["body"]
+            response = loop.run_until_complete(client.request(request["method"], request["path"], **kwargs))
+            body = response.content.decode("utf-8", "replace")
+            if len(body) > MAX_BODY_CHARS:
+                body = body[:MAX_BODY_CHARS] + f"... [truncated, {len(body)} characters in all]"
+            reply = {"ok": True, "status": response.status_code, "body": body}
+        except BaseException as exc:
+            reply = {"ok": False, "error": _describe(exc)}
+        _send(conn, reply)
+
+
+def run_verifier(conn, folder: str, code: str, initial: str, final: str, final_answer: str | None) -> None:
+    """Run one AWM verifier on copies of the initial and final databases; reply with its result."""
+    _confine(folder, {initial, final})
+    _confine_sqlite(None)
+    try:
+        namespace = _namespace("awm_verifier")
+        exec(compile(code, "<awm_verifier>", "exec"), namespace)
+        fn = namespace.get("verify_task_completion")
+        if not callable(fn):
+            fn = next((v for k, v in namespace.items() if k.startswith("verify_") and callable(v)), None)
+        if fn is None:
+            raise LookupError("the verifier code defines no verify_task_completion function")
+        params = inspect.signature(fn).parameters.values()
+        takes_answer = len(params) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
+        result = fn(initial, final, final_answer) if takes_answer else fn(initial, final)
+        _send(conn, {"ok": True, "result": json.loads(json.dumps(result, default=repr))})
+    except BaseException as exc:
+        _send(conn, {"ok": False, "error": f"the verifier failed: {_describe(exc)}"})

@@ -1,0 +1,109 @@
+"""bfcl-eval's official checkers, called without its model registry or its ``eval`` executor.
+
+- Single-turn: ``ast_checker`` on the decoded calls ``[{name: arguments}]`` with the un-hinted docs.
+- Irrelevance / relevance: "no call" / "some call", as bfcl-eval's relevance runner decides.
+- Multi-turn: per finished turn, the checks of ``multi_turn_checker`` in its order: a turn whose
+  ground truth has calls must have model calls, then ``state_checker`` (backend attributes equal to
+  the ground-truth run's) and ``response_checker`` (every ground-truth result among the model's
+  results so far). The env runs them when each turn ends instead of replaying the whole episode.
+
+``ast_checker`` imports bfcl-eval's model registry, which imports every provider SDK; it only reads
+``MODEL_CONFIG_MAPPING[model].underscore_to_dot`` (for dotted function names), so the import runs
+with a one-entry stand-in registry that is removed from ``sys.modules`` right after.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from ...tools import ToolCall
+from .data import bfcl_module
+
+#: The model name passed to bfcl-eval's checkers ("ttg_envs" -> registry key "ttg/envs").
+CHECKER_MODEL = "ttg_envs"
+_AST_MODULE = "bfcl_eval.eval_checker.ast_eval.ast_checker"
+_REGISTRY_MODULE = "bfcl_eval.constants.model_config"
+
+
+@dataclass(frozen=True)
+class _CheckerConfig:
+    # Tools are exposed with dots replaced by "_" (see data.tool_name), so dotted names compare that way.
+    underscore_to_dot: bool = True
+
+
+def _ast_module():
+    if _AST_MODULE in sys.modules:
+        module = sys.modules[_AST_MODULE]
+    else:
+        bfcl_module("bfcl_eval")
+        stand_in = types.ModuleType(_REGISTRY_MODULE)
+        stand_in.MODEL_CONFIG_MAPPING = {}
+        previous = sys.modules.get(_REGISTRY_MODULE)
+        sys.modules[_REGISTRY_MODULE] = stand_in
+        try:
+            module = importlib.import_module(_AST_MODULE)
+        finally:
+            if previous is None:
+                del sys.modules[_REGISTRY_MODULE]
+            else:
+                sys.modules[_REGISTRY_MODULE] = previous
+    module.MODEL_CONFIG_MAPPING.setdefault(CHECKER_MODEL.replace("_", "/"), _CheckerConfig())
+    return module
+
+
+def _language(category: str):
+    enums = bfcl_module("bfcl_eval.constants.enums")
+    if category == "simple_java":
+        return enums.Language.JAVA
+    if category == "simple_javascript":
+        return enums.Language.JAVASCRIPT
+    return enums.Language.PYTHON
+
+
+def check_single_turn(category: str, calls: Sequence[ToolCall] | None, functions: Sequence[Mapping[str, Any]],
+                      ground_truth: Any) -> dict[str, Any]:
+    """The verdict ``{"valid": bool, ...}`` on one single-turn response.
+
+    ``calls`` is None when the response could not be decoded (malformed call markup).
+    """
+    decoded = bool(calls)
+    if "irrelevance" in category:
+        if decoded:
+            return {"valid": False, "error_type": "irrelevance_error:decoder_success",
+                    "error": ["Valid syntax. Successfully decode AST when it should not."]}
+        return {"valid": True}
+    if category == "live_relevance":
+        if decoded:
+            return {"valid": True}
+        return {"valid": False, "error_type": "relevance_error:decoder_failed",
+                "error": ["Invalid syntax. Failed to decode AST when it should have."]}
+    if calls is None:
+        return {"valid": False, "error_type": "ast_decoder:decoder_failed", "error": ["Invalid syntax. Failed to decode AST."]}
+    model_output = [{c.name: dict(c.arguments)} for c in calls]
+    verdict = _ast_module().ast_checker(list(functions), model_output, ground_truth, _language(category), category,
+                                        CHECKER_MODEL)
+    return dict(verdict)
+
+
+def check_turn(turn_index: int, model_backends, truth_backends, model_results: Sequence[str],
+               truth_results: Sequence[str], truth_calls: Sequence[str], model_call_steps: int) -> dict[str, Any]:
+    """``multi_turn_checker``'s verdict on one finished turn (see the module docstring)."""
+    if not truth_calls:
+        return {"valid": True}
+    if model_call_steps == 0:
+        return {"valid": False, "error_type": "multi_turn:empty_turn_model_response",
+                "error_message": f"Model response list is empty for turn {turn_index}"}
+    checker = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
+    verdict = checker.state_checker(model_backends.instances, truth_backends.instances)
+    if verdict["valid"]:
+        verdict = checker.response_checker(list(model_results), list(truth_results), turn_index)
+    return _summary(verdict)
+
+
+def _summary(verdict: Mapping[str, Any]) -> dict[str, Any]:
+    # The checker's details hold live backend objects; keep the verdict JSON-friendly.
+    return {k: verdict[k] for k in ("valid", "error_type", "error_message") if k in verdict}

@@ -1,0 +1,119 @@
+"""Scripted BFCL policies that replay the ground truth, whole or with its last call dropped.
+
+``gold`` sends each multi-turn turn's ground-truth calls in one response, then a text reply that
+ends the turn; for a single-turn entry it sends the calls built from the possible answers (first
+acceptable value of each argument; an argument whose answers include "" is left out). Irrelevance
+entries get a reply without a call. ``gold_drop_last`` does the same but leaves out the episode's
+last ground-truth call, which must make the official checker fail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...tools import CALL_STYLES, ToolCall, format_tool_calls
+from .data import BFCLTask, tool_name
+from .env import BFCLEnv
+from .literals import java_literal, js_literal
+
+#: The text that ends a multi-turn turn (any response without a call does).
+END_TURN = "I have completed the request."
+#: The reply to an entry that no function can serve.
+NO_CALL = "None of the provided functions can be used for this request."
+
+
+def _bfcl(env) -> BFCLEnv:
+    base = env.unwrapped
+    if not isinstance(base, BFCLEnv):
+        raise TypeError(f"BFCL policies need a BFCLEnv, got {type(base).__name__}")
+    return base
+
+
+def single_turn_calls(task: BFCLTask) -> list[ToolCall]:
+    """One call per possible-answer item, each argument at its first acceptable value.
+
+    An argument whose answers include "" may be left out; it is, unless the doc marks it required.
+    Dict answers that hold acceptable values per key are resolved the same way. Java and
+    JavaScript values are written as source literals of the declared type.
+    """
+    docs = {doc["name"]: doc.get("parameters") or {} for doc in task.checker_functions}
+    calls = []
+    for item in task.ground_truth:
+        (name, params), = item.items()
+        schema = docs.get(name, {})
+        arguments = _pick(params, set(schema.get("required") or ()))
+        if task.category in ("simple_java", "simple_javascript"):
+            arguments = {k: _source(v, (schema.get("properties") or {}).get(k, {}), task.category) for k, v in arguments.items()}
+        calls.append(ToolCall(tool_name(name), arguments))
+    return calls
+
+
+def _pick(options_by_key: dict[str, list[Any]], required: set[str]) -> dict[str, Any]:
+    picked = {}
+    for key, options in options_by_key.items():
+        values = [v for v in options if v != ""]
+        if values and (key in required or "" not in options):
+            picked[key] = _resolve(values[0])
+    return picked
+
+
+def _resolve(value: Any) -> Any:
+    if _is_options(value):
+        return _pick(value, set())
+    if isinstance(value, list) and value and all(_is_options(v) for v in value):
+        return [_pick(v, set()) for v in value]
+    return value
+
+
+def _is_options(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value) and all(isinstance(v, list) for v in value.values())
+
+
+def _source(value: Any, schema: dict[str, Any], category: str) -> str:
+    kind = schema.get("type", "String")
+    if category == "simple_java":
+        return java_literal(value, kind, (schema.get("items") or {}).get("type"))
+    return js_literal(value, kind)
+
+
+class GoldPolicy:
+    """Replays the ground truth through ``env.step`` (see the module docstring)."""
+
+    def __init__(self, style: str = "hermes", drop_last: bool = False):
+        if style not in CALL_STYLES:
+            raise ValueError(f"style must be one of {CALL_STYLES}, got {style!r}")
+        self.style = style
+        self.drop_last = drop_last
+        self.name = "gold_drop_last" if drop_last else "gold"
+
+    def __call__(self, env) -> str:
+        """The next response for ``env``."""
+        base = _bfcl(env)
+        task = base.task_entry
+        if not task.multi_turn:
+            if task.ground_truth is None:
+                tools = base.tools
+                return format_tool_calls([ToolCall(tools[0].name)], self.style) if "relevance" == task.group else NO_CALL
+            calls = single_turn_calls(task)
+            if self.drop_last:
+                calls = calls[:-1]
+            return format_tool_calls(calls, self.style) if calls else NO_CALL
+        episode = base._episode
+        truth = task.ground_truth
+        if episode.call_steps:
+            return END_TURN
+        calls = base._truth_calls(truth[episode.turn])
+        if self.drop_last and episode.turn == max(i for i, t in enumerate(truth) if t):
+            calls = calls[:-1]
+        return format_tool_calls(calls, self.style) if calls else END_TURN
+
+
+#: Scripted policies by name, as ``ttg rollout --policies`` names them.
+POLICY_NAMES = ("gold", "gold_drop_last")
+
+
+def make_policy(name: str, *, seed: int | None = None, style: str = "hermes"):
+    """Build a scripted BFCL policy by name (``gold`` or ``gold_drop_last``); ``seed`` is unused (they are deterministic)."""
+    if name not in POLICY_NAMES:
+        raise ValueError(f"unknown BFCL policy {name!r}; choose from {POLICY_NAMES}")
+    return GoldPolicy(style=style, drop_last=name == "gold_drop_last")

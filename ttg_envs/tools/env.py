@@ -1,0 +1,106 @@
+"""``ToolEnv``: the part of a tool-use env that does not depend on the benchmark.
+
+It parses responses with :func:`~ttg_envs.tools.parse_tool_calls`, puts the tool schemas in the
+system prompt (Qwen3 layout) and in ``info["tools"]``, and turns one response's calls into the
+transcript turn: an assistant message with OpenAI ``tool_calls`` and one ``tool`` message per call.
+Calls that fail validation are not executed; their tool message says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..core import ParsedAction, TextEnv
+from .calls import ParsedResponse, ToolCall
+from .parsing import parse_tool_calls
+from .prompt import format_tool_responses, render_tools_prompt
+from .schema import Tool, tool_index, validate_call
+
+
+@dataclass
+class ToolTurn:
+    """The result of running one response's calls (see :meth:`ToolEnv._run_calls`)."""
+
+    calls: list[ToolCall]
+    results: list[str]
+    errors: list[str | None]
+    assistant_message: dict[str, Any]
+    messages: list[dict[str, Any]]
+    observation: str
+
+    @property
+    def valid(self) -> bool:
+        """True when every call passed validation."""
+        return all(e is None for e in self.errors)
+
+    @property
+    def error(self) -> str | None:
+        """The validation errors joined, or None."""
+        problems = [e for e in self.errors if e]
+        return " ".join(problems) or None
+
+
+class ToolEnv(TextEnv):
+    """Base class of tool-use envs. Subclasses provide ``tools`` and ``instructions`` and implement
+    ``_apply(response: ParsedResponse)`` with :meth:`_run_calls` for the calls."""
+
+    #: Reject calls whose argument values do not match the schema's types (names are always checked).
+    check_argument_types: bool = True
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools the assistant can call in the current state, in prompt order."""
+        raise NotImplementedError
+
+    @property
+    def callable_tools(self) -> list[Tool]:
+        """The tools a call may name: ``tools`` unless the env also executes tools it has not shown."""
+        return self.tools
+
+    @property
+    def instructions(self) -> str:
+        """Task text placed before the tools block in the system prompt."""
+        return ""
+
+    @property
+    def system_prompt(self) -> str:
+        """``instructions`` and the ``# Tools`` block, as Qwen3's chat template lays them out."""
+        return render_tools_prompt(self.tools, self.instructions)
+
+    def tools_info(self) -> list[dict[str, Any]]:
+        """``info["tools"]``: the current tools in OpenAI function format."""
+        return [tool.openai() for tool in self.tools]
+
+    def parse_action(self, text: str) -> ParsedAction:
+        """A :class:`ParsedResponse` (text and calls), or the parse error. Never raises."""
+        response = parse_tool_calls(text, tool_index(self.callable_tools))
+        return ParsedAction(None, response.error) if response.error else ParsedAction(response)
+
+    def _run_calls(self, response: ParsedResponse, execute: Callable[[ToolCall], str]) -> ToolTurn:
+        """Validate and execute ``response.calls`` in order with ``execute(call) -> result text``.
+
+        Calls get deterministic ids ``call_<step>_<i>``. An invalid call is not executed and its
+        result is the validation error; an exception from ``execute`` becomes an ``Error: ...`` result.
+        """
+        index = tool_index(self.callable_tools)
+        calls = [c.with_id(f"call_{self.elapsed_steps}_{i}") for i, c in enumerate(response.calls)]
+        results, errors = [], []
+        for call in calls:
+            error = validate_call(call, index, check_types=self.check_argument_types)
+            if error is None:
+                try:
+                    result = execute(call)
+                except Exception as exc:  # a backend bug must not escape step(); the model sees it
+                    result = f"Error: {type(exc).__name__}: {exc}"
+            else:
+                result = f"Error: {error}"
+            errors.append(error)
+            results.append(result)
+        assistant: dict[str, Any] = {"role": "assistant", "content": response.content}
+        if calls:
+            assistant["tool_calls"] = [c.openai() for c in calls]
+        messages = [
+            {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r} for c, r in zip(calls, results)
+        ]
+        return ToolTurn(calls, results, errors, assistant, messages, format_tool_responses(results))
