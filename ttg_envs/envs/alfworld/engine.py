@@ -16,7 +16,7 @@ import json
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..._optional import require
 
@@ -60,6 +60,9 @@ class _Core:
         self.initial: EngineSnapshot | None = None
         #: str() of each fact seen in the loaded game, cached: state_key runs on every step.
         self.fact_names: dict[Any, str] = {}
+        #: Planner plans by state key. The planner is a uniform-cost search that can take seconds;
+        #: the engine is deterministic, so a plan and all its suffixes stay valid for their states.
+        self.plans: dict[str, tuple[str, ...]] = {}
 
 
 # Cores of engines that were garbage-collected, for reuse by the next engine. Each core holds a
@@ -98,8 +101,11 @@ class AlfredEngine:
         """Load counter of the core; snapshots are only valid within one generation."""
         return self._core.generation
 
-    def load(self, game: Mapping[str, Any] | str, game_id: str) -> None:
-        """Load a game (a ``.tw-pddl`` path or its JSON dict) and record its initial state."""
+    def load(self, game: Mapping[str, Any] | str, game_id: str, plan: Sequence[str] | None = None) -> None:
+        """Load a game (a ``.tw-pddl`` path or its JSON dict) and record its initial state.
+
+        ``plan``: the planner's plan from the initial state, if already known.
+        """
         if isinstance(game, str):
             with open(game, encoding="utf-8") as f:
                 game = json.load(f)
@@ -109,7 +115,10 @@ class AlfredEngine:
         core.game_id = game_id
         core.generation += 1
         core.fact_names = {}
+        core.plans = {}
         core.initial = self.save()
+        if plan is not None:
+            core.plans[self.state_key()] = tuple(plan)
         self._owner = None
 
     def reset(self, owner: Any) -> Any:
@@ -119,12 +128,18 @@ class AlfredEngine:
 
     def step(self, command: str) -> Any:
         """Apply an admissible command; returns textworld's ``GameState``."""
+        plan = self._core.plans.get(self.state_key()) if self._core.plans else None
         self.state, _, _ = self._env.step(command)
+        if plan and plan[0] == command:
+            self._core.plans.setdefault(self.state_key(), plan[1:])
         return self.state
 
     def plan(self) -> list[str]:
         """The planner's command sequence from the current state to the goal ([] if none)."""
-        return list(self._pddl._pddl_state.replan(self._pddl._entity_infos))
+        key = self.state_key()
+        if key not in self._core.plans:
+            self._core.plans[key] = tuple(self._pddl._pddl_state.replan(self._pddl._entity_infos))
+        return list(self._core.plans[key])
 
     @property
     def won(self) -> bool:

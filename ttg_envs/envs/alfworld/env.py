@@ -47,8 +47,6 @@ class ALFWorldEnv(TextEnv):
         self.show_admissible = show_admissible
         self._engine: AlfredEngine | None = None
         self._saved: EngineSnapshot | None = None
-        # The planner's plan for the current state, kept while the episode follows it.
-        self._plan: tuple[str, ...] | None = None
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
@@ -71,10 +69,9 @@ class ALFWorldEnv(TextEnv):
             engine = self._engine = AlfredEngine()
         with engine.lock:
             if engine.game_id != task.id:
-                engine.load(task.game(), task.id)
+                engine.load(task.game(), task.id, plan=task.plan)
             state = engine.reset(owner=self)
         self._saved = None
-        self._plan = None
         return self._observation(state.feedback), {"admissible_commands": engine.admissible_commands}
 
     def _apply(self, command: str) -> StepOutcome:
@@ -91,8 +88,6 @@ class ALFWorldEnv(TextEnv):
                     info={"admissible_commands": engine.admissible_commands},
                 )
             state = engine.step(command)
-            following = self._plan is not None and self._plan[:1] == (command,)
-            self._plan = self._plan[1:] if following else None
             won = engine.won
             return StepOutcome(
                 observation=self._observation(state.feedback),
@@ -142,14 +137,12 @@ class ALFWorldEnv(TextEnv):
     def expert_plan(self) -> list[str]:
         """The engine planner's command sequence from the current state to the goal.
 
-        While the episode follows a plan, the rest of that plan is returned without replanning
-        (the engine is deterministic, so it still reaches the goal).
+        Plans are cached per state for the loaded game (bundled games start with the planner's
+        stored walkthrough), and the rest of a plan is reused while an episode follows it.
         """
-        if self._plan is None:
-            with self._engine.lock:
-                self._engine.activate(self)
-                self._plan = tuple(self._engine.plan())
-        return list(self._plan)
+        with self._engine.lock:
+            self._engine.activate(self)
+            return self._engine.plan()
 
     def _observation(self, feedback: str) -> str:
         if not self.show_admissible:

@@ -39,6 +39,8 @@ class AlfredTask:
     split: str
     source: str
     goal: str = ""
+    #: The planner's plan from the initial state, when the task set stores it (bundled games).
+    plan: tuple[str, ...] | None = None
     _game: Callable[[], Mapping[str, Any] | str] = field(repr=False, compare=False, default=lambda: {})
 
     def game(self) -> Mapping[str, Any] | str:
@@ -92,7 +94,7 @@ def _bundled_tasks(split: str) -> list[AlfredTask]:
     from .generator import make_game
 
     return [
-        AlfredTask(r["id"], r["type"], split, "bundled", r["goal"], _game=lambda r=r: make_game(r))
+        AlfredTask(r["id"], r["type"], split, "bundled", r["goal"], tuple(r["walkthrough"]), _game=lambda r=r: make_game(r))
         for r in _bundled_records(split)
     ]
 
