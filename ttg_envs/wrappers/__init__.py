@@ -1,18 +1,21 @@
-"""Wrappers that add token counts, recording and branching to any ttg env."""
+"""Wrappers that add token counts, progress-meter estimates, recording and branching to any ttg env."""
 
 from .branching import BranchableWrapper, Trial, branch, try_actions
 from .lookahead import Lookahead
+from .progress_meter import ProgressMeterWrapper, score_actions
 from .recorder import TrajectoryRecorder, read_trajectories, write_trajectory
 from .token_counter import TokenCounter, token_to_go
 
 __all__ = [
     "BranchableWrapper",
     "Lookahead",
+    "ProgressMeterWrapper",
     "TokenCounter",
     "TrajectoryRecorder",
     "Trial",
     "branch",
     "read_trajectories",
+    "score_actions",
     "token_to_go",
     "try_actions",
     "write_trajectory",

@@ -1,0 +1,162 @@
+"""Model backends on tiny models built from a config: transformers (generative) and encoder meters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from ttg_envs.meters import EncoderMeter, PromptConfig, TransformersMeter, load_meter
+from ttg_envs.meters.encoder import EncoderConfig, build_model, history_segments
+from ttg_envs.training.tiny_models import (
+    tiny_causal_lm,
+    tiny_encoder,
+    train_bpe_tokenizer,
+    train_wordpiece_tokenizer,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny models on a shared 2-core machine run far faster on one thread.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def episode(turns: int, seed: int = 0) -> list[dict]:
+    msgs = [{"role": "system", "content": "rules"}, {"role": "user", "content": f"Your task is to: put a mug in fridge {seed}."}]
+    for i in range(turns):
+        msgs += [{"role": "assistant", "content": f"<action>go to cabinet {i}</action>"},
+                 {"role": "user", "content": f"You arrive at cabinet {i}. The cabinet {i} is closed."}]
+    return msgs
+
+
+@pytest.fixture(scope="module")
+def causal():
+    texts = [f'## Task\nput a mug in fridge {i}\n## Agent\ngo to cabinet {i}\n{{"can_complete": true, "remaining_tokens": {10 * i}}}'
+             for i in range(50)] + ['{"can_complete": false, "remaining_tokens": null}']
+    tokenizer = train_bpe_tokenizer(texts, vocab_size=400)
+    torch.manual_seed(0)
+    return tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2), tokenizer
+
+
+def test_transformers_meter_batches_like_single_calls(causal):
+    model, tokenizer = causal
+    meter = TransformersMeter(model, tokenizer, prompt=PromptConfig(max_tokens=200), batch_size=4, max_new_tokens=8, read_logit=True)
+    histories = [episode(0), episode(3, 1), episode(1, 2)]
+    batch = meter.estimate(histories)
+    meter.clear_cache()
+    single = [meter.estimate([h])[0] for h in histories]
+    assert [e.raw for e in batch] == [e.raw for e in single]
+    for b, s in zip(batch, single):
+        assert math.isfinite(b.completion_logit) and b.completion_logit == pytest.approx(s.completion_logit, abs=1e-4)
+        assert b.valid is False or b.remaining_tokens is not None or not b.can_complete  # an untrained model: anything, never an exception
+
+
+def test_transformers_meter_save_and_load(causal, tmp_path):
+    model, tokenizer = causal
+    prompt = PromptConfig(max_tokens=150, max_message_tokens=20)
+    meter = TransformersMeter(model, tokenizer, prompt=prompt, max_new_tokens=8)
+    meter.save_pretrained(tmp_path / "m")
+    loaded = load_meter(str(tmp_path / "m"), max_new_tokens=8)
+    assert isinstance(loaded, TransformersMeter) and loaded.prompt == prompt
+    h = [episode(2)]
+    assert loaded.estimate(h)[0].raw == meter.estimate(h)[0].raw
+    assert isinstance(load_meter(f"hf:{tmp_path / 'm'}"), TransformersMeter)
+
+
+@pytest.fixture(scope="module")
+def encoder_meter():
+    histories = [episode(t, s) for t in range(4) for s in range(3)]
+    tokenizer = train_wordpiece_tokenizer([s for h in histories for s in history_segments(h)], vocab_size=200)
+    config = EncoderConfig(max_segment_tokens=32, max_task_tokens=16, hidden=16, window=2, task_pattern=r"task is to: (.*)\.")
+    backbone = tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=32 + 16 + 3)
+    return EncoderMeter(build_model(backbone, config.hidden), tokenizer, config)
+
+
+def test_history_segments():
+    segs = history_segments(episode(2))
+    assert segs == [
+        "Your task is to: put a mug in fridge 0.",
+        "[agent] <action>go to cabinet 0</action>\n[env] You arrive at cabinet 0. The cabinet 0 is closed.",
+        "[agent] <action>go to cabinet 1</action>\n[env] You arrive at cabinet 1. The cabinet 1 is closed.",
+    ]
+    assert history_segments(episode(0), include_system=True)[0] == "rules\nYour task is to: put a mug in fridge 0."
+
+
+def test_encoder_meter_reads_a_window_with_the_task(encoder_meter):
+    segs = encoder_meter.segments(episode(3, 7))
+    assert [task for task, _ in segs] == ["put a mug in fridge 7"] * 4
+    assert encoder_meter.window(segs) == [segs[0], segs[2], segs[3]]
+    assert encoder_meter.window(segs[:2]) == segs[:2]
+
+
+def test_encoder_meter_estimates_and_segment_cache(encoder_meter):
+    encoder_meter.clear_cache()
+    out = encoder_meter.estimate([episode(1), episode(2), episode(3)])
+    assert all(e.valid and e.completion_logit is not None for e in out)
+    assert all((e.remaining_tokens is not None) == e.can_complete for e in out)
+    assert len(encoder_meter._segments) == 4  # task + 3 action segments, each embedded once
+    encoder_meter.clear_cache()
+    single = [encoder_meter.estimate([episode(t)])[0] for t in (1, 2, 3)]
+    assert [e.completion_logit for e in single] == pytest.approx([e.completion_logit for e in out], abs=1e-5)
+
+
+def test_encoder_meter_save_and_load(encoder_meter, tmp_path):
+    encoder_meter.save_pretrained(tmp_path / "enc")
+    loaded = load_meter(str(tmp_path / "enc"))
+    assert isinstance(loaded, EncoderMeter) and loaded.config == encoder_meter.config
+    h = [episode(2, 1)]
+    assert loaded.estimate(h)[0].completion_logit == pytest.approx(encoder_meter.estimate(h)[0].completion_logit, abs=1e-5)
+    assert isinstance(load_meter(f"encoder:{tmp_path / 'enc'}"), EncoderMeter)
+
+
+def test_vllm_meter_with_a_stand_in_engine(causal, monkeypatch):
+    """The engine calls, prefix caching, greedy parameters and logit reading, against a fake ``vllm``."""
+    import sys
+    from types import SimpleNamespace
+
+    _, tokenizer = causal
+    calls = []
+
+    class LLM:
+        def __init__(self, model, **kwargs):
+            calls.append(("init", model, kwargs))
+
+        def get_tokenizer(self):
+            return tokenizer
+
+        def generate(self, prompts, params, use_tqdm=True):
+            calls.append(("generate", list(prompts), params))
+            if params.logprobs:
+                true_id, false_id = tokenizer.encode(" true")[0], tokenizer.encode(" false")[0]
+                top = {true_id: SimpleNamespace(logprob=-0.1), false_id: SimpleNamespace(logprob=-2.4)}
+                return [SimpleNamespace(outputs=[SimpleNamespace(text="", logprobs=[top])]) for _ in prompts]
+            texts = ['{"can_complete": true, "remaining_tokens": 12}', "no idea"]
+            return [SimpleNamespace(outputs=[SimpleNamespace(text=texts[i % 2], logprobs=None)]) for i in range(len(prompts))]
+
+    fake = SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: SimpleNamespace(**{"logprobs": None, **kw}))
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    meter = load_meter("vllm:org/meter", read_logit=True, engine_kwargs={"enforce_eager": True})
+    out = meter.estimate([episode(1), episode(2), episode(1)])
+    assert calls[0] == ("init", "org/meter", {"enable_prefix_caching": True, "enforce_eager": True})
+    _, prompts, params = calls[1]
+    assert len(prompts) == 2 and params.temperature == 0.0 and prompts[0].endswith("<|im_start|>assistant\n")
+    assert calls[2][1][0].endswith('assistant\n{"can_complete":')
+    assert (out[0].valid, out[0].remaining_tokens, out[1].valid) == (True, 12, False) and out[2] == out[0]
+    assert out[0].completion_logit == pytest.approx(2.3)
+
+
+def test_vllm_meter_needs_the_extra(monkeypatch):
+    import sys
+
+    from ttg_envs._optional import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
+    with pytest.raises(MissingExtraError, match="vllm"):
+        load_meter("vllm:some/model")

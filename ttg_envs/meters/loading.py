@@ -1,0 +1,58 @@
+"""``load_meter(spec)``: a meter from a spec string or a saved folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .base import ProgressMeter
+from .hf import METER_CONFIG
+
+_SCHEMES = ("hf", "transformers", "vllm", "openai", "encoder")
+
+
+def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> ProgressMeter:
+    """Build a meter from ``spec``; ``kwargs`` go to the backend's constructor.
+
+    - a meter object: returned as is;
+    - ``hf:<name-or-path>`` (or ``transformers:``): :class:`~ttg_envs.meters.hf.TransformersMeter`;
+    - ``vllm:<name-or-path>``: :class:`~ttg_envs.meters.vllm.VLLMMeter`;
+    - ``openai:<base-url>#<model>``: :class:`~ttg_envs.meters.http.OpenAIMeter`;
+    - ``encoder:<path>``: :class:`~ttg_envs.meters.encoder.EncoderMeter` saved folder;
+    - a folder with ``meter.json``: the backend its ``kind`` names (``transformers`` or ``encoder``);
+      any other folder or name: a causal LM for the transformers backend.
+    """
+    if not isinstance(spec, (str, os.PathLike)):
+        if hasattr(spec, "estimate"):
+            return spec
+        raise TypeError(f"cannot make a meter from {type(spec).__name__}")
+    text = os.fspath(spec)
+    scheme, sep, rest = text.partition(":")
+    if sep and scheme in _SCHEMES and not Path(text).exists():
+        return _from_scheme(scheme, rest, kwargs)
+    config = Path(text) / METER_CONFIG
+    kind = json.loads(config.read_text()).get("kind", "transformers") if config.is_file() else "transformers"
+    return _from_scheme("encoder" if kind == "encoder" else "hf", text, kwargs)
+
+
+def _from_scheme(scheme: str, rest: str, kwargs: dict[str, Any]) -> ProgressMeter:
+    if scheme in ("hf", "transformers"):
+        from .hf import TransformersMeter
+
+        return TransformersMeter.from_pretrained(rest, **kwargs)
+    if scheme == "vllm":
+        from .vllm import VLLMMeter
+
+        return VLLMMeter(rest, **kwargs)
+    if scheme == "openai":
+        from .http import OpenAIMeter
+
+        base_url, sep, model = rest.rpartition("#")
+        if not sep or not base_url or not model:
+            raise ValueError(f"openai meter spec must be openai:<base-url>#<model>, got {'openai:' + rest!r}")
+        return OpenAIMeter(base_url, model, **kwargs)
+    from .encoder import EncoderMeter
+
+    return EncoderMeter.from_pretrained(rest, **kwargs)

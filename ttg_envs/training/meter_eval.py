@@ -1,0 +1,193 @@
+"""Evaluating a meter: completion accuracy, token accuracy u, and step-quality accuracy (paper 5.1).
+
+Step quality follows the protocol of paper 5.1 / E.6: the meter scores the history before and
+after each action, the action is judged beneficial when the cost (eq. 7, estimates at both
+states, no terminal anchor) goes down and harmful when it goes up, and the judgement is compared
+with a step label; neutral steps are excluded, and an unchanged cost on a labelled step counts
+as wrong (reported as a tie). Labels come from annotations (AgentProcessBench ``step_labels``)
+or, for ALFWorld, from the planner: good when the optimal plan from the new state is shorter
+than from the old one, bad when longer, neutral when equal.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..meters.base import Estimate, ProgressMeter
+from ..wrappers.branching import BranchableWrapper
+from ..wrappers.progress_meter import estimate_costs
+from .meter_grpo import token_accuracy
+from .ttg_datasets import Trajectory, step_labels_from_plan_lengths
+
+
+@dataclass
+class MeterReport:
+    """What :func:`evaluate_meter` measured (accuracies in [0, 1], None where nothing counted)."""
+
+    prefixes: int = 0
+    valid_rate: float | None = None
+    completion_accuracy: float | None = None
+    token_accuracy: float | None = None
+    step_quality_accuracy: float | None = None
+    good_step_accuracy: float | None = None
+    bad_step_accuracy: float | None = None
+    balanced_step_accuracy: float | None = None
+    steps: dict[str, int] = field(default_factory=dict)
+    per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return asdict(self)
+
+
+def alfworld_plan_lengths(trajectory: Trajectory, env: Any) -> list[int]:
+    """Length of the planner's plan before each action and after the last, by replaying the actions.
+
+    ``env`` is an ALFWorld env (any wrapper stack) whose task list contains the trajectory's task.
+    A won state has plan length 0.
+    """
+    base = env.unwrapped
+    base.reset(seed=0, options={"task_id": trajectory.task["id"]})
+    lengths = [len(base.expert_plan())]
+    for i in trajectory.actions:
+        _, _, terminated, _, info = base.step(trajectory.messages[i]["content"])
+        lengths.append(0 if info.get("success") else len(base.expert_plan()))
+        if terminated:
+            break
+    if len(lengths) != trajectory.num_steps + 1:
+        raise ValueError(f"{trajectory.id}: replay ended after {len(lengths) - 1} of {trajectory.num_steps} actions")
+    return lengths
+
+
+class PlanLength(BranchableWrapper):
+    """Adds ``plan_length`` (the planner's plan length from the new state, 0 once won) to ``info``.
+
+    For envs whose base has ``expert_plan()`` (ALFWorld). Recording it with the trajectory gives
+    exact step-quality labels without replaying the episode later.
+    """
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Reset and add the first state's plan length."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        info["plan_length"] = len(self.env.unwrapped.expert_plan())
+        return obs, info
+
+    def step(self, action: Any):
+        """Step and add the new state's plan length."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info["plan_length"] = 0 if info.get("success") else len(self.env.unwrapped.expert_plan())
+        return obs, reward, terminated, truncated, info
+
+
+def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any] | None = None,
+                   progress: bool = True) -> None:
+    """Fill ``step_labels`` of ALFWorld trajectories by replaying them with the planner (one env per split).
+
+    Slow (a planner call per state, a game load per task); trajectories recorded through
+    :class:`PlanLength` already carry their labels.
+    """
+    import gymnasium as gym
+    from tqdm.auto import tqdm
+
+    import ttg_envs  # noqa: F401  (registers the ids)
+
+    envs: dict[str, Any] = {}
+    try:
+        # Sorted by task so each game loads once (loading costs far more than replaying).
+        ordered = sorted(trajectories, key=lambda t: (t.task.get("split", "train"), str(t.task.get("id"))))
+        for traj in tqdm(ordered, desc="plan labels", disable=not progress or None):
+            split = traj.task.get("split", "train")
+            if split not in envs:
+                envs[split] = gym.make("ttg/ALFWorld-v0", **{"split": split, **(env_kwargs or {})})
+            traj.step_labels = step_labels_from_plan_lengths(alfworld_plan_lengths(traj, envs[split]))
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, failure_cost: float,
+                   batch_size: int = 64, progress: bool = True) -> MeterReport:
+    """Score every prefix h_0..h_T of ``trajectories`` and measure the meter.
+
+    - completion accuracy: predicted ``can_complete`` equals the trajectory's outcome, over the
+      prefixes h_0..h_{T-1} (invalid answers count as wrong);
+    - token accuracy: mean u over the prefixes of successful trajectories (0 when the meter
+      predicts failure or answers invalidly);
+    - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
+    """
+    from tqdm.auto import tqdm
+
+    histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
+    estimates: dict[tuple[int, int], Estimate] = {}
+    for start in tqdm(range(0, len(histories), batch_size), desc="meter eval", disable=not progress or None):
+        chunk = histories[start:start + batch_size]
+        for (ti, t, _), est in zip(chunk, meter.estimate([h for _, _, h in chunk])):
+            estimates[(ti, t)] = est
+    groups: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for ti, traj in enumerate(trajectories):
+        ests = [estimates[(ti, t)] for t in range(traj.num_steps + 1)]
+        for key in ("all", traj.policy):
+            g = groups[key]
+            for t, est in enumerate(ests[:-1]):
+                g["valid"].append(est.valid)
+                g["completion"].append(est.valid and est.can_complete == traj.success)
+                if traj.success:
+                    u = token_accuracy(est.remaining_tokens, traj.ttg[t]) if est.completable else 0.0
+                    g["u"].append(u)
+            if traj.step_labels is not None:
+                delta = -np.diff(estimate_costs(ests, failure_cost))
+                for label, d in zip(traj.step_labels, delta):
+                    if label != 0:
+                        g["good" if label > 0 else "bad"].append(bool(np.sign(d) == label))
+                        g["ties"].append(bool(d == 0))
+                    else:
+                        g["neutral"].append(True)
+    summaries = {key: _summarize(g) for key, g in groups.items()}
+    overall = summaries.pop("all", _summarize({}))
+    report = MeterReport(**overall)
+    report.per_policy = summaries
+    return report
+
+
+def _mean(values: list) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _summarize(g: dict[str, list]) -> dict[str, Any]:
+    good, bad = g.get("good", []), g.get("bad", [])
+    good_acc, bad_acc = _mean(good), _mean(bad)
+    return {
+        "prefixes": len(g.get("valid", [])),
+        "valid_rate": _mean(g.get("valid", [])),
+        "completion_accuracy": _mean(g.get("completion", [])),
+        "token_accuracy": _mean(g.get("u", [])),
+        "step_quality_accuracy": _mean(good + bad),
+        "good_step_accuracy": good_acc,
+        "bad_step_accuracy": bad_acc,
+        "balanced_step_accuracy": (good_acc + bad_acc) / 2 if good_acc is not None and bad_acc is not None else None,
+        "steps": {"good": len(good), "bad": len(bad), "neutral": len(g.get("neutral", [])), "ties": int(sum(g.get("ties", [])))},
+    }
+
+
+def markdown_report(reports: dict[str, MeterReport]) -> str:
+    """A Markdown table with one row per named report (e.g. per split)."""
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    lines = [
+        "| set | prefixes | valid | completion acc | token acc u | step-quality acc | good / bad acc | steps good/bad/neutral (ties) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in reports.items():
+        s = r.steps
+        lines.append(
+            f"| {name} | {r.prefixes} | {pct(r.valid_rate)} | {pct(r.completion_accuracy)} | {pct(r.token_accuracy)} | "
+            f"{pct(r.step_quality_accuracy)} | {pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)} | "
+            f"{s.get('good', 0)}/{s.get('bad', 0)}/{s.get('neutral', 0)} ({s.get('ties', 0)}) |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""Training an encoder meter (paper E.6): completion cross-entropy + smooth-L1 on log(1 + TTG).
+
+Every prefix h_0..h_T of a trajectory is one training sequence, read exactly as the meter reads
+it at inference (the task segment and the last ``window`` action segments); the segments of a
+trajectory are encoded once per batch and shared by its prefixes. Every prefix learns the
+completion label b; prefixes of successful trajectories also regress log(1 + TTG_t).
+
+Each trajectory weighs the same whatever its length, and successful and failed trajectories weigh
+the same in the completion loss: otherwise the long failed episodes of weak policies (a random
+policy runs to the 50-step limit) outnumber everything else and the meter learns to predict
+failure everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._optional import require
+from ..meters.encoder import EncoderMeter
+from .meter_sft import cosine_schedule
+from .ttg_datasets import Trajectory
+
+
+@dataclass(frozen=True)
+class RegressionConfig:
+    """Encoder-meter training hyperparameters.
+
+    ``backbone_lr = 0`` freezes the backbone: segment embeddings are then computed once and only
+    the GRU and head train (the fast path for a pretrained encoder such as MiniLM on a CPU).
+    """
+
+    epochs: int = 6
+    batch_size: int = 16
+    lr: float = 1e-3
+    backbone_lr: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.05
+    huber_delta: float = 1.0
+    max_grad_norm: float = 1.0
+    seed: int = 0
+
+
+def trajectory_targets(trajectory: Trajectory) -> tuple[list[float], list[float]]:
+    """Per prefix h_0..h_T: completion label b and log(1 + TTG) (NaN for failed trajectories)."""
+    n = trajectory.num_steps + 1
+    b = [float(trajectory.success)] * n
+    y = [math.log1p(v) for v in trajectory.ttg] if trajectory.ttg is not None else [math.nan] * n
+    return b, y
+
+
+def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory], config: RegressionConfig = RegressionConfig(),
+                        progress: bool = True) -> list[float]:
+    """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
+    torch = require("torch", "hf")
+    from tqdm.auto import tqdm
+
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    model = meter.model
+    device = meter.device
+    frozen = config.backbone_lr <= 0
+    for p in model.backbone.parameters():
+        p.requires_grad_(not frozen)
+    data = []
+    for traj in trajectories:
+        segments = meter.segments(traj.messages)
+        if len(segments) != traj.num_steps + 1:
+            raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
+        data.append((segments, *trajectory_targets(traj)))
+    n_success = sum(traj.success for traj in trajectories)
+    n_fail = len(trajectories) - n_success
+    # Class weights of the completion loss, balancing successful and failed trajectories.
+    class_weight = (len(data) / (2 * max(n_fail, 1)), len(data) / (2 * max(n_success, 1)))
+    meter.clear_cache()
+    if frozen:
+        all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
+        for start in tqdm(range(0, len(all_texts), 1024), desc="encoder: embed segments", disable=not progress or None):
+            meter.embed(all_texts[start:start + 1024])
+    head_params = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
+    groups = [{"params": head_params, "lr": config.lr}]
+    if not frozen:
+        groups.append({"params": list(model.backbone.parameters()), "lr": config.backbone_lr})
+    opt = torch.optim.AdamW(groups, weight_decay=config.weight_decay)
+    steps_per_epoch = max(1, math.ceil(len(data) / config.batch_size))
+    total = steps_per_epoch * config.epochs
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_schedule(s, total, int(config.warmup_ratio * total)))
+    losses = []
+    model.train()
+    with tqdm(total=total, desc="encoder meter", disable=not progress or None) as bar:
+        for _ in range(config.epochs):
+            order = list(range(len(data)))
+            rng.shuffle(order)
+            for start in range(0, len(order), config.batch_size):
+                batch = [data[i] for i in order[start:start + config.batch_size]]
+                loss = _loss(meter, batch, frozen, class_weight, config, torch, device)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], config.max_grad_norm)
+                opt.step()
+                sched.step()
+                losses.append(loss.item())
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    model.eval()
+    for p in model.backbone.parameters():
+        p.requires_grad_(False)
+    meter.clear_cache()
+    return losses
+
+
+def _loss(meter: EncoderMeter, batch: list, frozen: bool, class_weight: tuple[float, float], config: RegressionConfig,
+          torch: Any, device: Any) -> Any:
+    model = meter.model
+    texts = list(dict.fromkeys(s for segs, _, _ in batch for s in segs))
+    if frozen:
+        vectors = meter.embed(texts).clone()
+    else:
+        inputs = meter.tokenize(texts)
+        vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
+    index = {t: i for i, t in enumerate(texts)}
+    rows, b, y, w = [], [], [], []
+    for segs, bi, yi in batch:
+        for t in range(len(segs)):
+            rows.append([index[s] for s in meter.window(segs[: t + 1])])
+            b.append(bi[t])
+            y.append(yi[t])
+            w.append(1.0 / len(segs))
+    lengths = torch.tensor([len(r) for r in rows])
+    padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
+    for i, r in enumerate(rows):
+        padded[i, :len(r)] = torch.tensor(r, device=device)
+    out = model(vectors[padded], lengths)
+    last = out[torch.arange(len(rows), device=device), lengths.to(device) - 1]
+    b = torch.tensor(b, device=device)
+    y = torch.tensor(y, device=device)
+    w = torch.tensor(w, device=device)
+    bw = w * torch.where(b > 0.5, class_weight[1], class_weight[0])
+    bce = (torch.nn.functional.binary_cross_entropy_with_logits(last[:, 0], b, reduction="none") * bw).sum() / bw.sum()
+    has_y = ~torch.isnan(y)
+    if has_y.any():
+        reg = torch.nn.functional.smooth_l1_loss(last[:, 1][has_y], y[has_y], beta=config.huber_delta, reduction="none")
+        reg = (reg * w[has_y]).sum() / w[has_y].sum()
+    else:
+        reg = last[:, 1].sum() * 0.0
+    return bce + reg

@@ -1,0 +1,180 @@
+"""``ProgressMeterWrapper``: the meter's estimate, the step cost (eq. 7) and its change (eq. 8) in ``info``.
+
+Every reset and step, the wrapper asks its meter about the new history (``env.unwrapped.messages``)
+and writes ``ttg``, ``ttg_can_complete``, ``ttg_valid`` and ``ttg_cost``; every step also gets
+``ttg_delta = c_t - c_{t+1}``. The state reached by the last action is never scored: its cost is
+anchored to 0 on success and to C on failure or truncation (eq. 7), and ``ttg`` is then 0 or None.
+An invalid meter answer counts as a failure prediction (cost C, ``ttg_valid`` False), so a
+selector never prefers an unreadable branch; trainers check ``ttg_valid`` (paper Algorithm 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ..core import Generation
+from ..meters.base import Estimate, ProgressMeter
+from ..training.credit import step_costs
+from .branching import BranchableWrapper, Trial, branch
+
+#: Failure cost C per env (paper table 4); any other env gets :data:`DEFAULT_FAILURE_COST`.
+FAILURE_COSTS: dict[str, float] = {
+    "ttg/ALFWorld-v0": 16384,
+    "ttg/PaperSearchQA-v0": 6144,
+    "ttg/AWM-v0": 16384,
+    "ttg/BFCL-v0": 16384,
+    "ttg/Tau2-v0": 16384,
+}
+DEFAULT_FAILURE_COST = 16384.0
+
+
+def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:
+    """c of eq. 7 for each estimate, through ``credit.step_costs`` (invalid answers cost C)."""
+    can = [e.completable for e in estimates]
+    remaining = [float(e.remaining_tokens) if e.completable else np.nan for e in estimates]
+    return step_costs(can, remaining, False, failure_cost)[:-1]
+
+
+def anchored_cost(success: bool, failure_cost: float) -> float:
+    """c_T of eq. 7: 0 after a success, C after a failure or truncation."""
+    return float(step_costs([], [], success, failure_cost)[-1])
+
+
+def default_failure_cost(env: gym.Env) -> float:
+    """C for ``env`` from paper table 4, by its registered id (16384 when unknown)."""
+    spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
+    return float(FAILURE_COSTS.get(getattr(spec, "id", None), DEFAULT_FAILURE_COST))
+
+
+class ProgressMeterWrapper(BranchableWrapper):
+    """Adds the meter's estimate and the DeltaTTG cost signal to ``info``.
+
+    Args:
+        env: the env (any stack over a ``TextEnv``); usually over a ``TokenCounter``.
+        meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
+        failure_cost: C of eq. 7 (default: paper table 4 for the env, see :data:`FAILURE_COSTS`).
+
+    Attributes:
+        costs: c_0..c_t of the episode so far (the last one anchored once the episode ended).
+        estimates: the meter's :class:`Estimate` for h_0..h_t (None for the anchored final state).
+
+    Info: at reset ``ttg``, ``ttg_can_complete``, ``ttg_valid``, ``ttg_cost`` (c_0); every step
+    the same for the new state plus ``ttg_delta``.
+    """
+
+    def __init__(self, env: gym.Env, meter: ProgressMeter, failure_cost: float | None = None):
+        super().__init__(env)
+        self.meter = meter
+        self.failure_cost = float(failure_cost) if failure_cost is not None else default_failure_cost(env)
+        self.costs: list[float] = []
+        self.estimates: list[Estimate | None] = []
+        self._defer = False
+        self._pending: dict[str, Any] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Reset the env and score the first history (c_0)."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        estimate = self.meter.estimate([self.history])[0]
+        self.costs = [float(estimate_costs([estimate], self.failure_cost)[0])]
+        self.estimates = [estimate]
+        info.update(self._fields(estimate, self.costs[0]))
+        return obs, info
+
+    def step(self, action: str | Generation):
+        """Step the env, then score the new history (or anchor it if the episode ended)."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            success = bool(info.get("success", False))
+            self._record(None, anchored_cost(success, self.failure_cost), info, can_complete=success)
+        elif self._defer:
+            self._pending = {"history": [dict(m) for m in self.history], "info": info}
+        else:
+            self._record(self.meter.estimate([self.history])[0], None, info)
+        return obs, reward, terminated, truncated, info
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The current transcript h_t the meter reads."""
+        return self.env.unwrapped.messages
+
+    def try_actions(self, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
+        """Each action stepped in its own branch, all new states scored in one meter call."""
+        return score_actions(self, actions, method)
+
+    def branch_onto(self, inner: gym.Env) -> ProgressMeterWrapper:
+        """A copy around ``inner`` sharing the meter, with its own cost history."""
+        clone = super().branch_onto(inner)
+        clone.costs = list(self.costs)
+        clone.estimates = list(self.estimates)
+        clone._defer = False
+        clone._pending = None
+        return clone
+
+    # -------------------------------------------------------------- internals
+    def _record(self, estimate: Estimate | None, anchored: float | None, info: dict[str, Any],
+                can_complete: bool = False) -> dict[str, Any]:
+        cost = float(estimate_costs([estimate], self.failure_cost)[0]) if estimate is not None else float(anchored)
+        fields = self._fields(estimate, cost, can_complete)
+        fields["ttg_delta"] = self.costs[-1] - cost
+        self.costs.append(cost)
+        self.estimates.append(estimate)
+        info.update(fields)
+        return fields
+
+    def _resolve(self, estimate: Estimate) -> dict[str, Any]:
+        pending, self._pending = self._pending, None
+        return self._record(estimate, None, pending["info"])
+
+    @staticmethod
+    def _fields(estimate: Estimate | None, cost: float, can_complete: bool = False) -> dict[str, Any]:
+        if estimate is None:  # the anchored final state
+            return {"ttg": 0 if can_complete else None, "ttg_can_complete": can_complete, "ttg_valid": True, "ttg_cost": cost}
+        return {
+            "ttg": estimate.remaining_tokens if estimate.completable else None,
+            "ttg_can_complete": estimate.completable,
+            "ttg_valid": estimate.valid,
+            "ttg_cost": cost,
+        }
+
+
+def find_meter_wrapper(env: gym.Env) -> ProgressMeterWrapper:
+    """The outermost :class:`ProgressMeterWrapper` in a wrapper stack."""
+    current = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, ProgressMeterWrapper):
+            return current
+        current = current.env
+    raise ValueError("the env stack has no ProgressMeterWrapper")
+
+
+def score_actions(env: gym.Env, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
+    """Step each action in its own branch of ``env`` and score all new states in one meter call.
+
+    ``env`` is any stack containing a :class:`ProgressMeterWrapper`; it is left untouched. Each
+    returned :class:`Trial` holds the step's results, with the ``ttg_*`` fields in its ``info``,
+    and its branch, which can be stepped on. Identical histories are scored once (the meter's
+    in-batch dedup).
+    """
+    trials: list[Trial] = []
+    waiting: list[tuple[ProgressMeterWrapper, Trial]] = []
+    for action in actions:
+        child = branch(env, method)
+        wrapper = find_meter_wrapper(child)
+        wrapper._defer = True
+        obs, reward, terminated, truncated, info = child.step(action)
+        wrapper._defer = False
+        trial = Trial(action, obs, reward, terminated, truncated, info, child)
+        trials.append(trial)
+        if wrapper._pending is not None:
+            waiting.append((wrapper, trial))
+    if waiting:
+        meter = waiting[0][0].meter
+        estimates = meter.estimate([w._pending["history"] for w, _ in waiting])
+        for (wrapper, trial), estimate in zip(waiting, estimates):
+            # Outer wrappers may have copied the info dict: update the trial's too.
+            trial.info.update(wrapper._resolve(estimate))
+    return trials
