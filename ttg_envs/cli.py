@@ -2,6 +2,10 @@
 
 ``ttg rollout``: success rate and average steps of scripted policies on an env's splits.
 ``ttg generate-alfworld``: regenerate the bundled offline ALFWorld task set from its seed.
+``ttg train-meter`` / ``ttg eval-meter``: train a progress meter on recorded trajectories / measure it.
+``ttg train``: DeltaTTG (or baseline) actor training on one node, table 4 settings per env.
+``ttg eval``: an actor under natural, random-of-k and meter-guided best-of-k selection, over seeds.
+``ttg demo``: offline on a CPU: train a meter on scripted trajectories, then natural vs random-4 vs guided-4.
 """
 
 from __future__ import annotations
@@ -49,6 +53,40 @@ def _rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from .eval.evaluate import evaluate
+    from .eval.report import guidance_wins, seed_summary, write_outputs
+
+    start = time.perf_counter()
+    results = evaluate(args.env, args.splits, args.conditions, args.actor, seeds=args.seeds, meter=args.meter,
+                       workers=args.workers, env_kwargs=json.loads(args.env_kwargs),
+                       actor_kwargs=json.loads(args.actor_kwargs), limit=args.limit)
+    rows = seed_summary(results, actor=args.actor)
+    config = {k: v for k, v in vars(args).items() if k != "func"}
+    return write_outputs(Path(args.out), "eval", results, rows, config, {"evaluate_s": time.perf_counter() - start},
+                         per_type=args.per_type, checks=guidance_wins(rows), start=start)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .eval.demo import run_demo
+
+    return run_demo(args)
+
+
+def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None:
+    p.add_argument("--env", default="ttg/ALFWorld-v0", help="registered env id (default: %(default)s)")
+    p.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
+    p.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"])
+    p.add_argument("--conditions", nargs="+", default=["natural", "random-4", "guided-4"],
+                   help="natural, random-<k>, guided-<k> (default: %(default)s)")
+    p.add_argument("--actor", default=actor,
+                   help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> "
+                        "(default: %(default)s)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    p.add_argument("--out", default=out, help="report folder (default: %(default)s)")
+
+
 def _generate_alfworld(argv: Sequence[str]) -> int:
     from .envs.alfworld.generator import main
 
@@ -74,7 +112,27 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--out", default="runs/rollout", help="report folder (default: %(default)s)")
     ro.set_defaults(func=_rollout)
 
+    ev = sub.add_parser("eval", help="an actor under natural, random-of-k and guided-of-k selection")
+    _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
+    ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
+    ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
+    ev.add_argument("--limit", type=int, default=None, help="first N tasks of each split only")
+    ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
+    ev.set_defaults(func=_eval)
+
+    de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
+    _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
+    de.add_argument("--meter", default=None, help="use this meter instead of training one")
+    de.add_argument("--tasks", type=int, default=10, help="evaluated tasks per split (default: %(default)s)")
+    de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
+    de.add_argument("--meter-tasks", type=int, default=30, help="tasks the meter trains on (default: %(default)s)")
+    de.add_argument("--epochs", type=int, default=8, help="meter training epochs (default: %(default)s)")
+    de.set_defaults(func=_demo)
+
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)
+    sub.add_parser("train-meter", help="record trajectories and train a progress meter (see --help)", add_help=False)
+    sub.add_parser("eval-meter", help="measure a progress meter on unseen tasks (see --help)", add_help=False)
+    sub.add_parser("train", help="train an actor with DeltaTTG or a baseline (see --help)", add_help=False)
     return parser
 
 
@@ -83,6 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "generate-alfworld":
         return _generate_alfworld(argv[1:])
+    if argv and argv[0] == "train":
+        from .training import train_cli
+
+        return train_cli.main(argv[1:])
+    if argv and argv[0] in ("train-meter", "eval-meter"):
+        from .training import meter_cli
+
+        return (meter_cli.train_main if argv[0] == "train-meter" else meter_cli.eval_main)(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

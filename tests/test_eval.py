@@ -1,0 +1,88 @@
+"""Evaluation: conditions, the per-seed summary, the guidance check, the plot, and ``ttg eval``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ttg_envs.cli import main
+from ttg_envs.eval import EpisodeResult, evaluate, guidance_wins, parse_condition, seed_summary
+from ttg_envs.eval.report import markdown_table
+from ttg_envs.meters import ScriptedMeter
+
+
+def result(condition, split, seed, success, steps, task_type="pick"):
+    return EpisodeResult(condition, split, f"t{seed}{steps}", task_type, seed, success, steps, 10 * steps)
+
+
+@pytest.mark.parametrize("name,expected", [("natural", ("natural", 1)), ("random-4", ("random", 4)), ("guided-8", ("guided", 8))])
+def test_parse_condition(name, expected):
+    assert parse_condition(name) == expected
+
+
+@pytest.mark.parametrize("name", ["guided", "random-0", "best-4", "guided-4x"])
+def test_bad_conditions_raise(name):
+    with pytest.raises(ValueError):
+        parse_condition(name)
+
+
+def rows_for(guided_steps):
+    results = []
+    for seed in (0, 1):
+        results += [result("natural", "s", seed, seed == 0, 10), result("natural", "s", seed, False, 20)]
+        results += [result("random-4", "s", seed, True, 9), result("random-4", "s", seed, False, 19)]
+        results += [result("guided-4", "s", seed, True, guided_steps), result("guided-4", "s", seed, True, 6, "heat")]
+    return seed_summary(results, actor="a")
+
+
+def test_seed_summary_gives_mean_and_spread_over_seeds():
+    rows = rows_for(guided_steps=4)
+    natural = next(r for r in rows if r["condition"] == "natural" and r["task_type"] == "all")
+    assert natural["per_seed"]["success_rate"] == [0.5, 0.0]
+    assert (natural["success_rate_mean"], natural["success_rate_std"]) == (0.25, 0.25)
+    assert (natural["avg_steps_mean"], natural["avg_steps_std"], natural["episodes"]) == (15.0, 0.0, 4)
+    assert [r["condition"] for r in rows if r["task_type"] == "all"] == ["natural", "random-4", "guided-4"]
+    heat = [r for r in rows if r["task_type"] == "heat"]
+    assert len(heat) == 1 and heat[0]["avg_steps_mean"] == 6
+    table = markdown_table(rows)
+    assert "| a | s | natural | all | 2 | 4 | 25.0 ± 25.0 | 15.00 ± 0.00 | 150 |" in table
+    assert "heat" not in table and "heat" in markdown_table(rows, per_type=True)
+
+
+def test_guidance_wins_needs_both_more_success_and_fewer_steps():
+    assert guidance_wins(rows_for(guided_steps=4)) == {("a", "s"): True}
+    assert guidance_wins(rows_for(guided_steps=40)) == {("a", "s"): False}
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from ttg_envs.eval.plot import plot_guidance
+
+    plot_guidance(rows_for(guided_steps=4), tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError):
+        plot_guidance([r for r in rows_for(4) if r["condition"] != "natural"], tmp_path / "none.png")
+
+
+def test_evaluate_runs_every_condition_and_reproduces_by_seed(tiny_game):
+    meter = ScriptedMeter(lambda h: (True, 5 * len(h)))
+    run = lambda: evaluate("ttg/ALFWorld-v0", ["tiny"], ["natural", "random-2", "guided-2"], "scripted:noisy_expert:0.5",  # noqa: E731
+                           seeds=[0, 1], meter=meter, env_kwargs={"game_files": str(tiny_game), "split": "tiny"})
+    first = run()
+    assert [(r.policy, r.seed) for r in first] == [(c, s) for c in ("natural", "random-2", "guided-2") for s in (0, 1)]
+    assert first == run()
+    with pytest.raises(ValueError, match="needs a meter"):
+        evaluate("ttg/ALFWorld-v0", ["tiny"], ["guided-2"], "scripted:expert", seeds=[0],
+                 env_kwargs={"game_files": str(tiny_game)})
+
+
+def test_ttg_eval_writes_json_and_markdown(tiny_game, tmp_path, capsys):
+    env_kwargs = json.dumps({"game_files": str(tiny_game)})
+    code = main(["eval", "--env-kwargs", env_kwargs, "--splits", "tiny", "--conditions", "natural", "random-2",
+                 "--actor", "scripted:noisy_expert:0.3", "--seeds", "0", "1", "--workers", "1", "--out", str(tmp_path)])
+    assert code == 0
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert len(report["episodes"]) == 4 and report["config"]["conditions"] == ["natural", "random-2"]
+    assert "| scripted:noisy_expert:0.3 | tiny | natural | all | 2 | 2 |" in (tmp_path / "eval.md").read_text()
+    assert "no plot" in capsys.readouterr().out

@@ -1,0 +1,197 @@
+"""The one-node actor trainer on a tiny Qwen3 model and a toy env (CPU, a few seconds per step)."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
+from ttg_envs.meters import ScriptedMeter
+from ttg_envs.training import credit
+from ttg_envs.training.actor_loss import clipped_surrogate
+from ttg_envs.training.episode_advantages import episode_advantages
+from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+from ttg_envs.training.trainer import Row, TrainConfig, Trainer, latest_checkpoint
+
+ENV_ID = "ttg-test/Parity-v0"
+
+
+class ParityEnv(TextEnv):
+    """Succeeds when the response length is a multiple of 3: mixed outcomes and lengths from a random policy."""
+
+    default_max_steps = 3
+
+    @property
+    def num_tasks(self) -> int:
+        return 4
+
+    def _task_info(self, index):
+        return {"id": f"parity-{index}", "type": "parity", "split": "train"}
+
+    def _start(self, index):
+        return f"Task {index}: say anything.", {}
+
+    def parse_action(self, text):
+        return ParsedAction(command=text)
+
+    def _apply(self, command):
+        won = len(command) % 3 == 0
+        return StepOutcome(observation="again", reward=float(won), terminated=won, success=won)
+
+    def _state_key(self):
+        return f"{self.task_index}:{self.elapsed_steps}"
+
+
+if ENV_ID not in gym.registry:
+    gym.register(ENV_ID, entry_point=ParityEnv)
+
+
+def _meter():
+    # Fewer remaining tokens the longer the last answer: Delta varies from step to step.
+    def fn(history):
+        last = history[-2]["content"] if len(history) > 2 else ""
+        return True, max(10, 200 - 10 * len(last) - 20 * len(history))
+
+    return ScriptedMeter(fn)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = ["Task 0: say anything. again the quick brown fox jumps over the lazy dog"] * 20
+    return train_bpe_tokenizer(texts, vocab_size=300)
+
+
+def _model(tokenizer):
+    return tiny_causal_lm(tokenizer, hidden=32, layers=1, heads=2, seed=0)
+
+
+def _config(tmp_path, **kw):
+    base = {"env_id": ENV_ID, "steps": 2, "tasks_per_step": 2, "group_size": 4, "max_turns": 3,
+            "max_tokens_per_turn": 6, "lr": 1e-3, "kl_coef": 0.01, "entropy_coef": 0.001, "mini_batch_rows": 8,
+            "micro_batch_rows": 4, "save_every": 1, "out_dir": str(tmp_path), "failure_cost": 500.0}
+    return TrainConfig(**{**base, **kw})
+
+
+def test_config_takes_table_4():
+    cfg = TrainConfig(env_id="ttg/PaperSearchQA-v0").resolved()
+    assert (cfg.tasks_per_step, cfg.group_size, cfg.max_turns, cfg.max_tokens_per_turn) == (512, 5, 6, 1024)
+    assert (cfg.kl_coef, cfg.entropy_coef, cfg.failure_cost, cfg.lr) == (0.001, 0.0, 6144, 1e-6)
+    cfg = TrainConfig().resolved()
+    assert (cfg.tasks_per_step, cfg.group_size, cfg.max_turns, cfg.kl_coef, cfg.entropy_coef) == (16, 8, 50, 0.01, 0.001)
+    with pytest.raises(ValueError):
+        TrainConfig(estimator="ppo").resolved()
+
+
+def test_delta_ttg_advantages_match_credit_per_trajectory(tmp_path, tokenizer):
+    trainer = Trainer(_config(tmp_path), _model(tokenizer), tokenizer, meter=_meter())
+    episodes = trainer.rollout(np.random.default_rng(3))
+    batched = episode_advantages(episodes, "delta_ttg", failure_cost=500.0).double().numpy()
+    # The same numbers from the info fields, one trajectory at a time (what a user script does).
+    for group in {e.group for e in episodes}:
+        members = [i for i, e in enumerate(episodes) if e.group == group]
+        adv = credit.group_advantages([episodes[i].reward for i in members], [episodes[i].num_steps for i in members])
+        for a, i in zip(adv, members):
+            e = episodes[i]
+            w = credit.step_weights(
+                a, e.state_field("ttg_can_complete"), [np.nan if v is None else v for v in e.state_field("ttg")],
+                e.success, [info["assistant_tokens"] for info in e.infos[1:]], 500.0,
+            )
+            assert batched[i, : e.num_steps] == pytest.approx(a * w, rel=1e-5, abs=1e-6)
+    assert len({e.success for e in episodes}) == 2, "the toy env should give mixed outcomes"
+
+
+def test_update_moves_policy_along_the_advantage(tmp_path, tokenizer):
+    trainer = Trainer(_config(tmp_path, kl_coef=0.0, entropy_coef=0.0), _model(tokenizer), tokenizer, meter=_meter())
+    prompt = tokenizer("Task 0: say anything.")["input_ids"]
+    rows = [Row(prompt, tokenizer(" fox")["input_ids"], 1.0), Row(prompt, tokenizer(" dog")["input_ids"], -1.0)]
+    before = trainer.row_logprobs(rows, trainer.model)
+    trainer.update(rows)
+    after = trainer.row_logprobs(rows, trainer.model)
+    assert sum(after[0]) > sum(before[0]) and sum(after[1]) < sum(before[1])
+    # The clipped loss of the updated policy against the rollout policy fell below its start (0).
+    adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])[:, : len(before[0])]
+    loss, _, _ = clipped_surrogate(torch.tensor(after), torch.tensor(before), adv, torch.ones_like(adv))
+    assert float(loss) < 0.0
+
+
+def test_action_logprobs_match_full_logits(tmp_path, tokenizer):
+    trainer = Trainer(_config(tmp_path), _model(tokenizer), tokenizer, meter=_meter())
+    rows = [Row([5, 6, 7], [8, 9], 1.0), Row([5, 6, 7, 10, 11], [12], -1.0)]
+    got = trainer.row_logprobs(rows, trainer.model)
+    for row, values in zip(rows, got):
+        ids = torch.tensor([row.prompt + row.action])
+        with torch.no_grad():
+            logp = torch.log_softmax(trainer.model(input_ids=ids).logits[0].float(), -1)
+        expected = [logp[len(row.prompt) - 1 + k, tok].item() for k, tok in enumerate(row.action)]
+        assert values == pytest.approx(expected, abs=1e-5)
+
+
+def test_train_writes_metrics_checkpoints_and_resumes_exactly(tmp_path, tokenizer):
+    cfg = _config(tmp_path / "a")
+    full = Trainer(cfg, _model(tokenizer), tokenizer, meter=_meter())
+    history = full.train(progress=False)
+    lines = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [1, 2]
+    assert {"reward_mean", "loss", "pg_loss", "kl", "entropy", "clip_frac", "response_tokens"} <= set(lines[0])
+    assert latest_checkpoint(tmp_path / "a").name == "checkpoint-2"
+    assert history[0]["advantage_abs_mean"] > 0
+
+    resumed = Trainer(_config(tmp_path / "b"), _model(tokenizer), tokenizer, meter=_meter(), ref_model=_model(tokenizer))
+    resumed.resume(tmp_path / "a" / "checkpoint-1")
+    again = resumed.step()
+    for key in ("reward_mean", "response_tokens", "loss", "kl", "advantage_abs_mean"):
+        assert again[key] == pytest.approx(history[1][key], rel=1e-5, abs=1e-7), key
+    for p, q in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def test_seeded_runs_are_reproducible_and_baselines_run(tmp_path, tokenizer):
+    runs = []
+    for name in ("x", "y"):
+        trainer = Trainer(_config(tmp_path / name, estimator="gigpo", steps=1, kl_coef=0.0), _model(tokenizer), tokenizer)
+        runs.append(trainer.train(progress=False)[0])
+    for key in ("reward_mean", "loss", "response_tokens"):
+        assert runs[0][key] == runs[1][key]
+    with pytest.raises(ValueError, match="meter"):
+        Trainer(_config(tmp_path), _model(tokenizer), tokenizer)
+
+
+def test_ttg_train_command_runs_and_resumes(tmp_path, capsys):
+    from ttg_envs.cli import main
+
+    args = ["train", "--env", ENV_ID, "--model", "tiny", "--meter", "turns", "--tasks-per-step", "1",
+            "--group-size", "2", "--max-turns", "2", "--max-tokens-per-turn", "4", "--out", str(tmp_path)]
+    assert main([*args, "--steps", "1"]) == 0
+    assert main([*args, "--steps", "2"]) == 0
+    assert "resumed from" in capsys.readouterr().out
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]
+
+
+def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
+    pytest.importorskip("vllm")
+    from ttg_envs.training.actor_rollout import VLLMGenerator
+
+    model = tiny_causal_lm(tokenizer, hidden=128, layers=1, heads=2)  # vLLM's CPU attention wants head_dim 64
+    model.save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    generator = VLLMGenerator(str(tmp_path / "policy"), dtype="float32", enforce_eager=True, max_model_len=256)
+    prompt = tokenizer("Task 0: say anything.")["input_ids"]
+    torch.manual_seed(0)
+    first = generator.generate([prompt], 5, 1.0, 1.0)
+    torch.manual_seed(0)
+    assert generator.generate([prompt], 5, 1.0, 1.0) == first  # seeded through torch's RNG
+    # After a weight sync vLLM samples greedily what the updated transformers model prefers.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0).add_(torch.randn_like(model.lm_head.weight) * 5)
+    generator.load_weights(model)
+    greedy = generator.generate([prompt], 3, 0.0, 1.0)[0]
+    expected = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False,
+                              pad_token_id=tokenizer.pad_token_id)[0, len(prompt):].tolist()
+    assert greedy == expected[: len(greedy)]

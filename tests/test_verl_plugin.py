@@ -1,0 +1,219 @@
+"""The verl plugin: batch fields -> advantages everywhere; estimators, hook and agent loop where verl is installed.
+
+verl pins transformers < 5.11, so its tests run in a separate environment with the ``verl`` extra
+(``pip install torch==2.13.0 'verl==0.9.1' cachetools fastapi uvicorn pandas``); here they skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
+from ttg_envs.training import credit
+from ttg_envs.training.verl_plugin.fields import (
+    FIELDS,
+    batch_advantages,
+    episode_fields,
+)
+
+C = 100.0
+
+# Four episodes in two groups. Response layout per row: assistant tokens (step t) and observation
+# tokens (-1), then padding. Meter fields are those of the states h_0..h_{T-1}.
+EPISODES = [
+    {"uid": "a", "reward": 1.0, "success": True, "token_step": [0, 0, -1, -1, 1, 1, 1],
+     "can": [True, True], "rem": [60.0, 20.0]},
+    {"uid": "a", "reward": 0.0, "success": False, "token_step": [0, -1, 1, 1, -1, 2],
+     "can": [True, False, False], "rem": [60.0, None, None]},
+    {"uid": "b", "reward": 1.0, "success": True, "token_step": [0, 0, 0], "can": [True], "rem": [30.0]},
+    {"uid": "b", "reward": 0.0, "success": False, "token_step": [0, -1, 1], "can": [False, True], "rem": [None, 40.0]},
+]
+WIDTH = 8
+
+
+def _batch():
+    n = len(EPISODES)
+    mask = torch.zeros(n, WIDTH)
+    rewards = torch.zeros(n, WIDTH)
+    non_tensor = {k: np.empty(n, dtype=object) for k in (*FIELDS, "uid")}
+    for i, e in enumerate(EPISODES):
+        steps = max(e["token_step"]) + 1
+        mask[i, : len(e["token_step"])] = torch.tensor([s >= 0 for s in e["token_step"]], dtype=torch.float32)
+        rewards[i, len(e["token_step"]) - 1] = e["reward"]
+        row = {
+            "uid": e["uid"],
+            "ttg_token_step": e["token_step"],
+            "ttg_can_complete": e["can"],
+            "ttg_remaining": e["rem"],
+            "ttg_valid": [True] * steps,
+            "ttg_n_tokens": [e["token_step"].count(t) for t in range(steps)],
+            "ttg_state_keys": [f"{e['uid']}{t}" for t in range(steps)],
+            "ttg_success": e["success"],
+            "ttg_failure_cost": C,
+        }
+        for k, v in row.items():
+            non_tensor[k][i] = v
+    return rewards, mask, non_tensor
+
+
+def _expected_delta_ttg(non_tensor):
+    out = torch.zeros(len(EPISODES), WIDTH, dtype=torch.float64)
+    for uid in ("a", "b"):
+        rows = [i for i, e in enumerate(EPISODES) if e["uid"] == uid]
+        steps = [len(non_tensor["ttg_n_tokens"][i]) for i in rows]
+        adv = credit.group_advantages([EPISODES[i]["reward"] for i in rows], steps)
+        for a, i in zip(adv, rows):
+            e = EPISODES[i]
+            w = credit.step_weights(a, e["can"], [np.nan if r is None else r for r in e["rem"]], e["success"],
+                                    non_tensor["ttg_n_tokens"][i], C)
+            for pos, t in enumerate(e["token_step"]):
+                if t >= 0:
+                    out[i, pos] = a * w[t]
+    return out
+
+
+def test_batch_advantages_match_credit_per_trajectory():
+    rewards, mask, non_tensor = _batch()
+    got = batch_advantages("delta_ttg", rewards, mask, non_tensor["uid"], non_tensor)
+    torch.testing.assert_close(got.double(), _expected_delta_ttg(non_tensor), rtol=1e-5, atol=1e-6)
+    assert (got[mask == 0] == 0).all()
+    grpo = batch_advantages("ttg_grpo", rewards, mask, non_tensor["uid"], non_tensor)
+    adv_a = credit.group_advantages([1.0, 0.0], [2, 3])
+    assert grpo[0, 0].item() == pytest.approx(adv_a[0], rel=1e-5) and grpo[1, 5].item() == pytest.approx(adv_a[1], rel=1e-5)
+    for name in ("ttg_gigpo", "ttg_hgpo"):
+        assert batch_advantages(name, rewards, mask, non_tensor["uid"], non_tensor).shape == mask.shape
+    with pytest.raises(KeyError, match="install_hook"):
+        batch_advantages("delta_ttg", rewards, mask, non_tensor["uid"], {"uid": non_tensor["uid"]})
+
+
+def test_episode_fields_read_the_wrapper_info():
+    infos = [
+        {"ttg": 50, "ttg_can_complete": True, "ttg_valid": True, "state_key": "s0"},
+        {"ttg": None, "ttg_can_complete": False, "ttg_valid": False, "state_key": "s1", "assistant_tokens": 3},
+        {"ttg": 0, "ttg_can_complete": True, "ttg_valid": True, "assistant_tokens": 2, "success": True},
+    ]
+    f = episode_fields(infos, [0, 0, 0, -1, 1, 1], 16384)
+    assert f["ttg_can_complete"] == [True, False] and f["ttg_remaining"] == [50.0, None]
+    assert f["ttg_valid"] == [True, False] and f["ttg_n_tokens"] == [3, 2] and f["ttg_state_keys"] == ["s0", "s1"]
+    assert f["ttg_success"] is True and f["ttg_failure_cost"] == 16384.0 and set(f) == set(FIELDS)
+
+
+# ------------------------------------------------------------------------------- with verl
+
+
+@pytest.fixture(scope="module")
+def verl():
+    return pytest.importorskip("verl")
+
+
+def test_import_verl_registers_estimators_hook_and_loop(verl):
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from verl.trainer.ppo import core_algos, ray_trainer
+
+    import ttg_envs.training.verl_plugin  # noqa: F401  (what the entry point does)
+
+    for name in ("delta_ttg", "ttg_grpo", "ttg_gigpo", "ttg_hgpo"):
+        assert core_algos.get_adv_estimator_fn(name) is not None
+    assert getattr(ray_trainer.compute_advantage, "_ttg_hook", False)
+    assert "ttg_agent" in _agent_loop_registry
+
+
+def test_hook_hands_ttg_fields_to_the_estimator_on_a_dataproto(verl):
+    from verl import DataProto
+    from verl.trainer.ppo import core_algos, ray_trainer
+
+    import ttg_envs.training.verl_plugin  # noqa: F401
+
+    rewards, mask, non_tensor = _batch()
+    data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors=non_tensor)
+    out = ray_trainer.compute_advantage(data, adv_estimator="delta_ttg", config=None)
+    torch.testing.assert_close(out.batch["advantages"].double(), _expected_delta_ttg(non_tensor), rtol=1e-5, atol=1e-6)
+    # Without the hook verl would pass no ttg fields; the estimator says what is missing.
+    with pytest.raises(KeyError, match="install_hook"):
+        core_algos.get_adv_estimator_fn("delta_ttg")(rewards, mask, index=non_tensor["uid"])
+    # verl's own estimators go through unchanged.
+    data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors=non_tensor)
+    grpo = ray_trainer.compute_advantage(data, adv_estimator="grpo", config=None)
+    assert grpo.batch["advantages"].shape == mask.shape
+
+
+class _CountEnv(TextEnv):
+    """Succeeds on the second turn."""
+
+    default_max_steps = 4
+
+    @property
+    def num_tasks(self):
+        return 2
+
+    def _task_info(self, index):
+        return {"id": str(index), "type": "count", "split": "train"}
+
+    def _start(self, index):
+        return "Count to two.", {}
+
+    def parse_action(self, text):
+        return ParsedAction(command=text)
+
+    def _apply(self, command):
+        won = self.elapsed_steps == 1
+        return StepOutcome(observation="next", reward=float(won), terminated=won, success=won)
+
+    def _state_key(self):
+        return str(self.elapsed_steps)
+
+
+def test_agent_loop_plays_an_episode_into_one_row(verl, monkeypatch):
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    from verl.workers.rollout.replica import TokenOutput
+
+    from ttg_envs.meters import ScriptedMeter
+    from ttg_envs.training.tiny_models import train_bpe_tokenizer
+    from ttg_envs.training.verl_plugin import agent_loop
+
+    if "ttg-test/Count-v0" not in gym.registry:
+        gym.register("ttg-test/Count-v0", entry_point=_CountEnv)
+    tokenizer = train_bpe_tokenizer(["Count to two. next one two"] * 10, vocab_size=300)
+    reply = tokenizer("one two")["input_ids"] + [tokenizer.eos_token_id]
+
+    class Server:
+        async def generate(self, request_id, prompt_ids, sampling_params, **_):
+            assert sampling_params["max_tokens"] == 7
+            return TokenOutput(token_ids=reply, log_probs=[-0.5] * len(reply))
+
+    monkeypatch.setenv("TTG_METER", "test-meter")
+    monkeypatch.setitem(agent_loop._METERS, "test-meter", ScriptedMeter(lambda h: (True, 100 - len(h))))
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 256}},
+                               "data": {}})
+    loop = agent_loop.TTGAgentLoop(DictConfigWrap(config), Server(), tokenizer, None, None, DictConfigWrap(config.data))
+    task = {"env_id": "ttg-test/Count-v0", "task_index": 1, "seed": 0, "max_tokens_per_turn": 7, "failure_cost": C}
+    out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, extra_info={"ttg": task}))
+    f = out.extra_fields
+    assert out.reward_score == 1.0 and f["ttg_success"] is True
+    assert f["ttg_n_tokens"] == [len(reply), len(reply)]
+    steps = f["ttg_token_step"]
+    assert len(steps) == len(out.response_ids) == len(out.response_mask)
+    assert [s >= 0 for s in steps] == [bool(m) for m in out.response_mask]
+    assert steps.count(0) == steps.count(1) == len(reply)
+    assert f["ttg_remaining"] == [98.0, 96.0] and f["ttg_failure_cost"] == C
+    asyncio.set_event_loop(None)
+
+
+def test_task_parquet_rows(verl, tmp_path):
+    pandas = pytest.importorskip("pandas")
+    from ttg_envs.training.verl_plugin.dataset import main
+
+    if "ttg-test/Count-v0" not in gym.registry:
+        gym.register("ttg-test/Count-v0", entry_point=_CountEnv)
+    assert main(["--env", "ttg-test/Count-v0", "--out", str(tmp_path / "t.parquet")]) == 0
+    frame = pandas.read_parquet(tmp_path / "t.parquet")
+    assert list(frame["agent_name"]) == ["ttg_agent"] * 2
+    assert [row["ttg"]["task_index"] for row in frame["extra_info"]] == [0, 1]
+    assert frame["prompt"][0][0]["role"] == "system"

@@ -1,0 +1,36 @@
+"""Actors that propose assistant responses, and selectors that pick among them.
+
+``load_actor(spec)`` builds an actor (``scripted:``, ``hf:``, ``vllm:``, ``openai:``); model
+backends are imported on first use. ``NaturalSelector`` (k=1), ``RandomSelector`` and
+``GuidedSelector`` (best-of-k by the progress meter) turn an actor into a rollout policy.
+"""
+
+from .base import Actor, ChatActor, SamplingParams
+from .loading import load_actor
+from .scripted import ScriptedActor
+from .selectors import GuidedSelector, NaturalSelector, RandomSelector, Selection
+
+_LAZY = {"TransformersActor": ".hf", "VLLMActor": ".vllm", "OpenAIActor": ".http"}
+
+__all__ = [
+    "Actor",
+    "ChatActor",
+    "GuidedSelector",
+    "NaturalSelector",
+    "OpenAIActor",
+    "RandomSelector",
+    "SamplingParams",
+    "ScriptedActor",
+    "Selection",
+    "TransformersActor",
+    "VLLMActor",
+    "load_actor",
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,50 @@
+"""``scripted:<policy>`` actors: an env's scripted policies (expert, noisy expert, gold...) as actors."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import gymnasium as gym
+
+from ..core import Generation
+from ..envs import policy_factory
+from ..tokenization import load_tokenizer
+
+
+class ScriptedActor:
+    """Samples from the env's scripted policy ``policy`` (built per env id with ``policy_factory``).
+
+    Each sample is one policy call, so a stochastic policy (the noisy expert) gives different
+    candidates and a deterministic one (the expert) gives identical ones. Token ids come from
+    ``tokenizer`` (default: the offline Qwen3 vocabulary, TokenCounter's default too).
+
+    Args:
+        policy: a policy name of the env, e.g. ``expert`` or ``noisy_expert``.
+        seed: seed of the policy's RNG.
+        tokenizer: what :func:`~ttg_envs.tokenization.load_tokenizer` accepts.
+        policy_kwargs: passed to the policy factory, e.g. ``eps=0.5``.
+    """
+
+    def __init__(self, policy: str, *, seed: int | None = None, tokenizer: Any = None, **policy_kwargs: Any):
+        self.policy = policy
+        self.seed = seed
+        self.policy_kwargs = policy_kwargs
+        self.tokenizer = load_tokenizer(tokenizer)
+        self._policies: dict[str, Any] = {}
+
+    def sample(self, envs: Sequence[gym.Env], n: int = 1) -> list[list[Generation]]:
+        """``n`` policy calls per env."""
+        out = []
+        for env in envs:
+            policy = self._policy_for(env)
+            texts = [policy(env) for _ in range(n)]
+            out.append([Generation(text, self.tokenizer.encode(text)) for text in texts])
+        return out
+
+    def _policy_for(self, env: gym.Env) -> Any:
+        spec = env.unwrapped.spec or getattr(env, "spec", None)
+        if spec is None:
+            raise ValueError("scripted actors need an env made with gym.make (its spec names the policies)")
+        if spec.id not in self._policies:
+            self._policies[spec.id] = policy_factory(spec.id)(self.policy, seed=self.seed, **self.policy_kwargs)
+        return self._policies[spec.id]

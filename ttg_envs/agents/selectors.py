@@ -1,0 +1,110 @@
+"""Action selectors: natural rollout (k=1), random-of-k, and progress-meter guided best-of-k.
+
+A selector is called with an env and returns the response to step it with; it never steps the env
+itself, so only the caller's ``env.step`` advances the main env. Selectors are rollout policies
+(``selector(env)``), and ``act_batch(envs)`` samples the candidates of many envs in one actor call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from ..core import Generation
+from ..wrappers.progress_meter import score_actions
+from .base import Actor
+
+
+@dataclass
+class Selection:
+    """What a guided selector saw at its last decision.
+
+    Attributes:
+        candidates: the k sampled responses; distinct: indices of the first copy of each distinct text;
+        deltas: predicted decrease in remaining work (``ttg_delta``) per distinct candidate;
+        chosen: index into ``candidates`` of the selected response.
+    """
+
+    candidates: list[Generation]
+    distinct: list[int] = field(default_factory=list)
+    deltas: list[float] = field(default_factory=list)
+    chosen: int = 0
+
+
+class NaturalSelector:
+    """Natural rollout: one sample per step, taken as is."""
+
+    k = 1
+
+    def __init__(self, actor: Actor):
+        self.actor = actor
+
+    def __call__(self, env: gym.Env) -> Generation:
+        """The response for ``env``."""
+        return self.act_batch([env])[0]
+
+    def act_batch(self, envs: Sequence[gym.Env]) -> list[Generation]:
+        """One response per env from one batched actor call."""
+        return [c[0] for c in self.actor.sample(envs, 1)]
+
+
+class RandomSelector(NaturalSelector):
+    """The control with guidance's budget: sample ``k`` candidates, keep one uniformly at random."""
+
+    def __init__(self, actor: Actor, k: int = 4, seed: int | None = None):
+        super().__init__(actor)
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+        self.rng = np.random.default_rng(seed)
+
+    def act_batch(self, envs: Sequence[gym.Env]) -> list[Generation]:
+        """One uniformly chosen candidate of ``k`` per env."""
+        return [c[int(self.rng.integers(len(c)))] for c in self.actor.sample(envs, self.k)]
+
+
+class GuidedSelector(NaturalSelector):
+    """Best-of-k by the progress meter (paper appendix E.5).
+
+    Samples ``k`` candidates, trial-executes each distinct text once in its own branch of the env,
+    scores the resulting histories in one meter call (through the env's ``ProgressMeterWrapper``)
+    and returns the candidate with the largest predicted decrease in remaining work, ``ttg_delta``
+    (ties: the first sampled). The branches are discarded.
+
+    Args:
+        actor: proposes candidates; k: candidates per step;
+        method: branching method (``auto``, ``snapshot`` or ``replay``, see ``TextEnv.branch``).
+
+    Attributes:
+        last: the :class:`Selection` of the latest decision (for logs and tests).
+    """
+
+    def __init__(self, actor: Actor, k: int = 4, method: str = "auto"):
+        super().__init__(actor)
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+        self.method = method
+        self.last: Selection | None = None
+
+    def act_batch(self, envs: Sequence[gym.Env]) -> list[Generation]:
+        """The best of ``k`` candidates per env; all candidates come from one actor call."""
+        return [self.choose(env, candidates) for env, candidates in zip(envs, self.actor.sample(envs, self.k))]
+
+    def choose(self, env: gym.Env, candidates: Sequence[Generation]) -> Generation:
+        """Trial-execute ``candidates`` from ``env``'s state and return the one the meter ranks best."""
+        selection = Selection(list(candidates))
+        first: dict[str, int] = {}
+        for i, candidate in enumerate(candidates):
+            first.setdefault(candidate.text, i)
+        selection.distinct = list(first.values())
+        if len(selection.distinct) > 1:
+            trials = score_actions(env, [candidates[i] for i in selection.distinct], self.method)
+            selection.deltas = [float(t.info["ttg_delta"]) for t in trials]
+            # np.argmax returns the first maximum: ties go to the earliest sampled candidate.
+            selection.chosen = selection.distinct[int(np.argmax(selection.deltas))]
+        self.last = selection
+        return candidates[selection.chosen]

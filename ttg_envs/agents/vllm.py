@@ -1,0 +1,36 @@
+"""``vllm:<name-or-path>`` actors: vLLM's offline engine, all histories and samples in one call."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .._optional import require
+from ..core import Generation
+from .base import ChatActor, Messages, SamplingParams
+
+
+class VLLMActor(ChatActor):
+    """Samples ``n`` responses per history with ``LLM.chat`` (one request per history, ``n`` outputs each).
+
+    Prefix caching is on by default, so the k candidates of a step and the steps of an episode
+    share their prompt's KV cache.
+
+    Args:
+        model: a hub name or local folder; sampling: decoding settings;
+        engine_kwargs: passed to ``vllm.LLM`` (e.g. ``tensor_parallel_size``, ``max_model_len``).
+    """
+
+    def __init__(self, model: str, sampling: SamplingParams | None = None, **engine_kwargs: Any):
+        super().__init__(sampling)
+        self._vllm = require("vllm", "vllm")
+        engine_kwargs.setdefault("enable_prefix_caching", True)
+        self.llm = self._vllm.LLM(model=model, **engine_kwargs)
+
+    def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
+        """``n`` sampled responses per history."""
+        s = self.sampling
+        params = self._vllm.SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or -1,
+                                           max_tokens=s.max_tokens, seed=s.seed)
+        outputs = self.llm.chat([list(h) for h in histories], params, use_tqdm=False,
+                                chat_template_kwargs=s.template_kwargs() or None)
+        return [[Generation(c.text, list(c.token_ids)) for c in request.outputs] for request in outputs]

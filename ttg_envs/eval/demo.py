@@ -1,0 +1,92 @@
+"""``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts.
+
+Offline and on a CPU by default: bundled ALFWorld tasks, the scripted noisy expert (eps 0.75) as
+the actor (an honest stand-in for a sampled LLM, not an LLM: the planner's action with probability
+0.25, a random admissible command otherwise; at eps 0.5 every condition already succeeds on every
+task, so only steps could differ), and a small encoder meter trained on trajectories of four
+scripted policies. Flags swap in real actors and meters. The meter trains on the ``train`` split when it is bundled; otherwise on
+``valid_seen`` tasks that the evaluation does not use (said so on the console and in the report).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+#: Scripted policies of different quality that the demo's meter learns from (``ttg train-meter`` syntax).
+METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
+
+
+def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], meter_split: str, eval_tasks: int,
+               meter_tasks: int) -> tuple[str, dict[str, tuple[int, ...]], str]:
+    """(meter split, evaluated task indices per split, note): the meter never trains on an evaluated task.
+
+    The meter takes the first ``meter_tasks`` tasks of ``meter_split``; if that split is missing it
+    falls back to ``valid_seen``, whose evaluation then starts after the meter's tasks.
+    """
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401  (registers the ids)
+
+    def count(split: str) -> int:
+        env = gym.make(env_id, **{**env_kwargs, "split": split})
+        n = env.unwrapped.num_tasks
+        env.close()
+        return n
+
+    try:
+        count(meter_split)
+        note = f"the meter trains on {meter_split} tasks 0..{meter_tasks - 1}"
+    except (FileNotFoundError, ValueError) as exc:
+        note = (f"split {meter_split!r} is unavailable ({exc}); the meter trains on valid_seen tasks 0..{meter_tasks - 1}, "
+                "and the valid_seen evaluation uses the tasks after them")
+        meter_split = "valid_seen"
+    tasks = {}
+    for split in splits:
+        first = meter_tasks if split == meter_split else 0
+        tasks[split] = tuple(range(first, min(count(split), first + eval_tasks)))
+    return meter_split, tasks, note
+
+
+def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_tasks: int, out: Path, *,
+                     seed: int, workers: int, epochs: int) -> Path:
+    """``ttg train-meter``: record the :data:`METER_POLICIES` on ``split`` (TokenCounter counts), train an encoder meter."""
+    from ..training import meter_cli
+
+    meter_cli.train_main(["--env", env_id, "--env-kwargs", json.dumps(env_kwargs), "--split", split,
+                          "--limit", str(meter_tasks), "--policies", *METER_POLICIES, "--backbone", "encoder:tiny",
+                          "--epochs", str(epochs), "--seed", str(seed), "--workers", str(workers), "--out", str(out)])
+    return out / "meter"
+
+
+def run_demo(args: Any) -> int:
+    """The ``ttg demo`` pipeline (arguments as :func:`ttg_envs.cli.build_parser` defines them)."""
+    from .evaluate import evaluate
+    from .report import guidance_wins, seed_summary, write_outputs
+
+    start = time.perf_counter()
+    out = Path(args.out)
+    env_kwargs = json.loads(args.env_kwargs)
+    timings: dict[str, float] = {}
+    meter_split, tasks, note = plan_tasks(args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks)
+    meter = args.meter
+    if meter is None:
+        print(note)
+        meter = str(train_demo_meter(args.env, env_kwargs, meter_split, args.meter_tasks, out / "meter-train",
+                                     seed=args.seeds[0], workers=args.workers, epochs=args.epochs))
+        timings["meter_s"] = time.perf_counter() - start
+    else:
+        note = "meter given with --meter"
+    t0 = time.perf_counter()
+    results = evaluate(args.env, args.splits, args.conditions, args.actor, seeds=args.seeds, meter=meter,
+                       workers=args.workers, env_kwargs=env_kwargs, tasks=tasks)
+    timings["evaluate_s"] = time.perf_counter() - t0
+    rows = seed_summary(results, actor=args.actor)
+    return write_outputs(out, "demo", results, rows, {**_config(args), "meter": meter, "meter_note": note}, timings,
+                         per_type=False, checks=guidance_wins(rows), start=start)
+
+
+def _config(args: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(args).items() if k != "func"}

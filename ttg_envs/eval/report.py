@@ -1,0 +1,98 @@
+"""Per-seed metrics, their mean and spread over seeds, the Markdown table, and the guidance check."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+from statistics import mean, pstdev
+from typing import Any, Sequence
+
+from .rollout import EpisodeResult, write_report
+
+_ORDER = {"natural": 0, "random": 1, "guided": 2}
+
+
+def seed_summary(results: Sequence[EpisodeResult], actor: str = "") -> list[dict[str, Any]]:
+    """One row per (split, condition, task type, with ``all`` for the whole split).
+
+    Success rate and average steps are computed per seed, then given as mean and standard
+    deviation over seeds (``*_mean``, ``*_std``); ``per_seed`` keeps the per-seed values.
+    """
+    groups: dict[tuple[str, str, str], dict[int, list[EpisodeResult]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        for task_type in ("all", r.task_type):
+            groups[(r.split, r.policy, task_type)][r.seed].append(r)
+    rows = []
+    for (split, condition, task_type), by_seed in groups.items():
+        rates = [sum(r.success for r in rs) / len(rs) for rs in by_seed.values()]
+        steps = [sum(r.steps for r in rs) / len(rs) for rs in by_seed.values()]
+        tokens = [sum(r.assistant_tokens for r in rs) / len(rs) for rs in by_seed.values()]
+        rows.append({
+            "actor": actor, "split": split, "condition": condition, "task_type": task_type,
+            "seeds": sorted(by_seed), "episodes": sum(len(rs) for rs in by_seed.values()),
+            "success_rate_mean": mean(rates), "success_rate_std": pstdev(rates),
+            "avg_steps_mean": mean(steps), "avg_steps_std": pstdev(steps),
+            "avg_tokens_mean": mean(tokens),
+            "per_seed": {"success_rate": rates, "avg_steps": steps},
+        })
+    return sorted(rows, key=lambda r: (r["actor"], r["split"], r["task_type"] != "all", r["task_type"],
+                                       _ORDER.get(r["condition"].split("-")[0], 3), r["condition"]))
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) -> str:
+    """A Markdown table of :func:`seed_summary` rows: mean +- std over seeds (overall rows unless ``per_type``)."""
+    lines = ["| actor | split | condition | task type | seeds | episodes | success rate (%) | avg steps | avg tokens |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r["task_type"] != "all" and not per_type:
+            continue
+        lines.append(
+            f"| {r['actor']} | {r['split']} | {r['condition']} | {r['task_type']} | {len(r['seeds'])} | {r['episodes']} | "
+            f"{100 * r['success_rate_mean']:.1f} ± {100 * r['success_rate_std']:.1f} | "
+            f"{r['avg_steps_mean']:.2f} ± {r['avg_steps_std']:.2f} | {r['avg_tokens_mean']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]:
+    """Per (actor, split): does every ``guided-*`` condition beat every other one on mean success rate
+    (higher) and mean average steps (lower)? Splits without a guided condition are left out."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["task_type"] == "all":
+            by_key[(r["actor"], r["split"])].append(r)
+    verdict = {}
+    for key, group in by_key.items():
+        guided = [r for r in group if r["condition"].startswith("guided")]
+        others = [r for r in group if not r["condition"].startswith("guided")]
+        if guided:
+            verdict[key] = all(g["success_rate_mean"] > o["success_rate_mean"] and g["avg_steps_mean"] < o["avg_steps_mean"]
+                               for g in guided for o in others)
+    return verdict
+
+
+def write_outputs(out: Path, name: str, results: list, rows: list, config: dict[str, Any], timings: dict[str, float], *,
+                  per_type: bool, checks: dict, start: float) -> int:
+    """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table."""
+    table = markdown_table(rows, per_type=per_type)
+    verdict = "\n".join(f"- {actor} {split}: guided beats the other conditions on success rate and steps: "
+                        f"{'yes' if ok else 'NO'}" for (actor, split), ok in checks.items())
+    timings["total_s"] = time.perf_counter() - start
+    out.mkdir(parents=True, exist_ok=True)
+    write_report(out / f"{name}.json", results, rows, {**config, "timings": timings,
+                                                      "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()}})
+    (out / f"{name}.md").write_text(table + "\n\n" + verdict + "\n")
+    print(table + "\n\n" + verdict)
+    try:
+        from .plot import plot_guidance
+
+        plot_guidance(rows, out / f"{name}.png")
+        plotted = f", plot {out / (name + '.png')}"
+    except ImportError as exc:
+        plotted = f" (no plot: {exc})"
+    except ValueError:
+        plotted = " (no plot: needs a natural and a guided condition)"
+    print(f"\n{len(results)} episodes; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
+          f"table {out / (name + '.md')}{plotted}")
+    return 0

@@ -1,0 +1,200 @@
+"""Multi-turn rollouts of a causal LM policy through ttg envs, kept as token ids for training.
+
+Each turn the env's transcript (``env.unwrapped.messages``, the history h_t) goes through the
+tokenizer's chat template; the policy samples the action, which is stepped as a
+:class:`~ttg_envs.core.Generation` so that ``TokenCounter`` counts exactly the generated tokens.
+All live episodes of a batch advance in lockstep, one batched ``generate`` call per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from ..core import Generation
+
+__all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "chat_prompt_ids", "nan_where_none", "run_episodes"]
+
+
+@dataclass
+class Episode:
+    """One finished trajectory.
+
+    Attributes:
+        group: prompt-group id (the G rollouts of one task share it).
+        task_index: the env task it played.
+        prompts: per turn t, the token ids of h_t with the assistant generation prompt.
+        actions: per turn t, the token ids the policy generated (the trainable tokens).
+        infos: the reset info, then one info per step; ``infos[t]`` describes the state h_t.
+        reward: the sum of the env's rewards (R_i).
+        success: the last step's ``info["success"]``.
+    """
+
+    group: int
+    task_index: int
+    prompts: list[list[int]] = field(default_factory=list)
+    actions: list[list[int]] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    reward: float = 0.0
+    success: bool = False
+
+    @property
+    def num_steps(self) -> int:
+        """T, the number of actions."""
+        return len(self.actions)
+
+    def state_field(self, name: str, default: Any = None) -> list[Any]:
+        """``info[name]`` for the states h_0..h_{T-1} (the ones the actions were taken in)."""
+        return [info.get(name, default) for info in self.infos[: self.num_steps]]
+
+
+class TokenGenerator(Protocol):
+    """Samples one continuation per prompt (token ids in, generated token ids out)."""
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+    ) -> list[list[int]]:
+        """The generated ids of every prompt, up to and including the end-of-turn token."""
+        ...
+
+
+class HFGenerator:
+    """:class:`TokenGenerator` over a transformers causal LM (left padding, one batched call).
+
+    Sampling draws from torch's global RNG, so ``torch.manual_seed`` makes it reproducible.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any):
+        self.model = model
+        self.tokenizer = tokenizer
+        eos = model.generation_config.eos_token_id
+        self.stop_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(self.stop_ids))
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+    ) -> list[list[int]]:
+        """See :class:`TokenGenerator`."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, prompt in enumerate(prompts):
+            ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention[row, width - len(prompt) :] = 1
+        device = next(self.model.parameters()).device
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids.to(device), attention_mask=attention.to(device), max_new_tokens=max_new_tokens,
+                pad_token_id=self.pad_id, **sampling,
+            )
+        self.model.train(was_training)
+        return [self._cut(row.tolist()) for row in out[:, width:].cpu()]
+
+    def _cut(self, tokens: list[int]) -> list[int]:
+        for i, token in enumerate(tokens):
+            if token in self.stop_ids:
+                return tokens[: i + 1]
+        return tokens
+
+
+class VLLMGenerator:
+    """:class:`TokenGenerator` over an in-process vLLM engine that takes the policy's weights after each update.
+
+    The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so that
+    :meth:`load_weights` hands the trainer's tensors to the worker without copying them through
+    a pipe. Each request's sampling seed is drawn from torch's global RNG, so the trainer's
+    per-step seeding makes rollouts reproducible here too.
+
+    Args:
+        model: path or name of the policy's weights at the start of training.
+        llm_kwargs: passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization=0.4``, ``dtype``).
+    """
+
+    def __init__(self, model: str, **llm_kwargs: Any):
+        import os
+
+        from .._optional import require
+
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.vllm = require("vllm", "vllm")
+        self.llm = self.vllm.LLM(model=model, **llm_kwargs)
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+    ) -> list[list[int]]:
+        """See :class:`TokenGenerator`."""
+        import torch
+
+        seeds = torch.randint(2**31 - 1, (len(prompts),)).tolist()
+        params = [
+            self.vllm.SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+            for seed in seeds
+        ]
+        requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outputs]
+
+    def load_weights(self, model: Any) -> None:
+        """Copy ``model``'s current weights into the engine and drop its prefix cache."""
+        # The worker's in-place reload re-applies vLLM's post-load weight processing (fused
+        # and repacked layouts), which a bare ``model.load_weights`` would skip.
+        weights = list(model.state_dict().items())
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()
+
+
+def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Token ids of ``messages`` through the chat template, ending with the assistant prompt."""
+    text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def run_episodes(
+    envs: Sequence[gym.Env],
+    generator: TokenGenerator,
+    tokenizer: Any,
+    tasks: Sequence[tuple[int, int, int]],
+    max_tokens_per_turn: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+) -> list[Episode]:
+    """Play ``tasks[i] = (group, task_index, seed)`` in ``envs[i]`` until every episode ends.
+
+    The envs' own ``max_steps`` bounds the number of turns (table 4's max turns).
+    """
+    episodes: list[Episode] = []
+    for env, (group, task_index, seed) in zip(envs, tasks, strict=True):
+        _, info = env.reset(seed=seed, options={"task_index": task_index})
+        episodes.append(Episode(group=group, task_index=task_index, infos=[info]))
+    live = list(range(len(episodes)))
+    while live:
+        prompts = [chat_prompt_ids(tokenizer, envs[i].unwrapped.messages) for i in live]
+        actions = generator.generate(prompts, max_tokens_per_turn, temperature, top_p)
+        still = []
+        for i, prompt, action in zip(live, prompts, actions, strict=True):
+            text = tokenizer.decode(action, skip_special_tokens=True)
+            _, reward, terminated, truncated, info = envs[i].step(Generation(text, action))
+            episode = episodes[i]
+            episode.prompts.append(prompt)
+            episode.actions.append(action)
+            episode.infos.append(info)
+            episode.reward += float(reward)
+            episode.success = bool(info.get("success", False))
+            if not (terminated or truncated):
+                still.append(i)
+        live = still
+    return episodes
+
+
+def nan_where_none(values: Sequence[Any]) -> np.ndarray:
+    """Floats with NaN where a value is None (the meter's ``ttg`` when it predicts failure)."""
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)

@@ -1,0 +1,385 @@
+"""The DeltaTTG actor trainer on one node (paper Algorithm 1): rollouts, credit, clipped update.
+
+Each step draws ``tasks_per_step`` tasks, plays G rollouts of each through ``gym.make`` +
+``TokenCounter`` + ``ProgressMeterWrapper``, turns the episodes' info fields into step-level
+advantages (:mod:`.episode_advantages`, which calls :mod:`.credit`), and updates the policy with
+the token-mean clipped loss of :mod:`.actor_loss`. One training row is one turn: the prompt h_t and
+the action's tokens, which all carry that step's advantage A_i w_{i,t}.
+
+Every random draw of step k derives from ``(seed, k)``, so a run resumed from the checkpoint of
+step k repeats exactly the steps an uninterrupted run would take (same device and kernels).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._optional import require
+from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
+from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
+from .episode_advantages import ESTIMATORS, episode_advantages
+from .paper_settings import paper_settings
+
+__all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
+
+_CHECKPOINT_PREFIX = "checkpoint-"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one actor-training run; ``None`` fields take paper table 4's value for the env.
+
+    Attributes:
+        env_id, env_kwargs: the env (``gym.make(env_id, max_steps=max_turns, **env_kwargs)``).
+        estimator: ``delta_ttg`` (needs a meter), ``grpo``, ``gigpo`` or ``hgpo``.
+        steps: optimizer iterations of the run.
+        tasks_per_step: tasks per iteration (table 4's training batch size).
+        group_size: rollouts per task, G.
+        task_indices: the task pool (default: every task of the env).
+        mini_batch_rows: turns per optimizer step; a step's rows are split into mini-batches.
+        micro_batch_rows: turns per forward pass (gradient accumulation inside a mini-batch).
+        save_every: checkpoint every this many steps (and at the end); 0 saves only at the end.
+    """
+
+    env_id: str = "ttg/ALFWorld-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    estimator: str = "delta_ttg"
+    steps: int = 150
+    tasks_per_step: int | None = None
+    group_size: int | None = None
+    max_turns: int | None = None
+    max_tokens_per_turn: int | None = None
+    lr: float | None = None
+    kl_coef: float | None = None
+    entropy_coef: float | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    ppo_epochs: int | None = None
+    failure_cost: float | None = None
+    rho: float | None = None
+    cap: float | None = None
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float = 3.0
+    max_grad_norm: float = 1.0
+    mini_batch_rows: int = 256
+    micro_batch_rows: int = 8
+    task_indices: tuple[int, ...] | None = None
+    seed: int = 0
+    save_every: int = 10
+    out_dir: str = "runs/train"
+
+    def resolved(self) -> TrainConfig:
+        """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id``."""
+        table = paper_settings(self.env_id)
+        names = {
+            "tasks_per_step": "batch_size", "group_size": "group_size", "max_turns": "max_turns",
+            "max_tokens_per_turn": "max_tokens_per_turn", "lr": "lr", "kl_coef": "kl_coef",
+            "entropy_coef": "entropy_coef", "temperature": "temperature", "top_p": "top_p",
+            "ppo_epochs": "ppo_epochs", "failure_cost": "failure_cost", "rho": "rho", "cap": "cap",
+        }
+        filled = {ours: getattr(table, theirs) for ours, theirs in names.items() if getattr(self, ours) is None}
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {self.estimator!r}; expected one of {ESTIMATORS}")
+        return replace(self, **filled)
+
+    @property
+    def loss_config(self) -> ActorLossConfig:
+        """The actor-loss coefficients of this (resolved) config."""
+        return ActorLossConfig(self.clip_low, self.clip_high, self.dual_clip, self.kl_coef, self.entropy_coef)
+
+
+@dataclass
+class Row:
+    """One training row: a turn's prompt ids, its action ids and the action's advantage."""
+
+    prompt: list[int]
+    action: list[int]
+    advantage: float
+
+
+class Trainer:
+    """Runs :class:`TrainConfig` on a transformers causal LM.
+
+    Args:
+        config: the run's settings (resolved against table 4 here).
+        model: the policy (a transformers causal LM), trained in place.
+        tokenizer: its tokenizer, with a chat template.
+        meter: a progress meter (``load_meter``); required by ``delta_ttg``.
+        ref_model: the frozen reference policy for the KL term (default: a copy of ``model`` taken
+            now; pass the base model when resuming so that the KL stays anchored to it).
+        generator: how rollouts sample (default :class:`HFGenerator` on ``model``). A generator
+            with ``load_weights(model)``, such as :class:`VLLMGenerator`, gets the policy's
+            weights after every update and on resume.
+    """
+
+    def __init__(self, config: TrainConfig, model: Any, tokenizer: Any, *, meter: Any = None,
+                 ref_model: Any = None, generator: TokenGenerator | None = None):
+        torch = require("torch", "hf")
+        self.config = config.resolved()
+        if self.config.estimator == "delta_ttg" and meter is None:
+            raise ValueError("the delta_ttg estimator needs a progress meter")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.meter = meter
+        self.ref_model = None
+        if self.config.kl_coef > 0:
+            self.ref_model = ref_model if ref_model is not None else copy.deepcopy(model)
+            self.ref_model.eval().requires_grad_(False)
+        self.generator = generator or HFGenerator(model, tokenizer)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.config.lr, weight_decay=0.0)
+        self.step_index = 0
+        self.out_dir = Path(self.config.out_dir)
+        self._envs: list[Any] = []
+        self._pool: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ the loop
+    def train(self, steps: int | None = None, progress: bool = True) -> list[dict[str, Any]]:
+        """Run until ``steps`` (default ``config.steps``) iterations are done; returns their metrics."""
+        total = self.config.steps if steps is None else steps
+        history = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, initial=self.step_index, desc="ttg train", unit="step")
+        while self.step_index < total:
+            metrics = self.step()
+            history.append(metrics)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
+            every = self.config.save_every
+            if self.step_index == total or (every and self.step_index % every == 0):
+                self.save()
+        if bar is not None:
+            bar.close()
+        return history
+
+    def step(self) -> dict[str, Any]:
+        """One iteration: rollouts, advantages, update; appends its metrics to ``metrics.jsonl``."""
+        torch = require("torch", "hf")
+        cfg = self.config
+        start = time.perf_counter()
+        rng = np.random.default_rng([cfg.seed, self.step_index])
+        torch.manual_seed(int(rng.integers(2**62)))
+        episodes = self.rollout(rng)
+        rollout_s = time.perf_counter() - start
+        advantages = episode_advantages(
+            episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap
+        ).double().numpy()
+        rows = [
+            Row(prompt, action, float(advantages[b, t]))
+            for b, episode in enumerate(episodes)
+            for t, (prompt, action) in enumerate(zip(episode.prompts, episode.actions))
+        ]
+        terms = self.update(rows, rng)
+        self._sync_generator()
+        self.step_index += 1
+        rewards = np.array([e.reward for e in episodes])
+        metrics = {
+            "step": self.step_index,
+            "reward_mean": float(rewards.mean()),
+            "success_rate": float(np.mean([e.success for e in episodes])),
+            "turns_mean": float(np.mean([e.num_steps for e in episodes])),
+            "response_tokens": int(sum(len(r.action) for r in rows)),
+            "advantage_abs_mean": float(np.mean([abs(r.advantage) for r in rows])),
+            **terms,
+            "rollout_s": rollout_s,
+            "step_s": time.perf_counter() - start,
+        }
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.out_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        return metrics
+
+    def rollout(self, rng: np.random.Generator) -> list[Episode]:
+        """G episodes of each of ``tasks_per_step`` tasks drawn from the pool with ``rng``."""
+        cfg = self.config
+        pool = self._task_pool()
+        tasks = rng.choice(pool, size=cfg.tasks_per_step, replace=len(pool) < cfg.tasks_per_step)
+        specs = [
+            (group, int(task), int(rng.integers(2**31)))
+            for group, task in enumerate(tasks)
+            for _ in range(cfg.group_size)
+        ]
+        return run_episodes(
+            self._env_pool(len(specs)), self.generator, self.tokenizer, specs,
+            cfg.max_tokens_per_turn, cfg.temperature, cfg.top_p,
+        )
+
+    def update(self, rows: Sequence[Row], rng: np.random.Generator | None = None) -> dict[str, float]:
+        """``ppo_epochs`` passes of clipped-loss updates over ``rows``; mean loss terms over mini-batches.
+
+        The rollout policy's log-probabilities (pi_old) and the reference's are computed first,
+        without gradients; each mini-batch's loss is the token mean over all its tokens.
+        """
+        torch = require("torch", "hf")
+        cfg = self.config
+        rng = rng or np.random.default_rng([cfg.seed, self.step_index, 1])
+        old = self.row_logprobs(rows, self.model)
+        ref = self.row_logprobs(rows, self.ref_model) if self.ref_model is not None else None
+        self.model.train()
+        logged: dict[str, list[float]] = {}
+        for _ in range(cfg.ppo_epochs):
+            order = rng.permutation(len(rows))
+            for lo in range(0, len(rows), cfg.mini_batch_rows):
+                mini = order[lo : lo + cfg.mini_batch_rows]
+                tokens = sum(len(rows[i].action) for i in mini)
+                self.optimizer.zero_grad(set_to_none=True)
+                for mlo in range(0, len(mini), cfg.micro_batch_rows):
+                    micro = mini[mlo : mlo + cfg.micro_batch_rows]
+                    batch = [rows[i] for i in micro]
+                    logp, entropy, mask = self._forward(self.model, batch, with_entropy=cfg.entropy_coef > 0)
+                    terms = actor_loss(
+                        logp,
+                        _pad([old[i] for i in micro], mask),
+                        _pad([[rows[i].advantage] * len(rows[i].action) for i in micro], mask),
+                        mask,
+                        ref_logprobs=_pad([ref[i] for i in micro], mask) if ref is not None else None,
+                        entropy=entropy,
+                        config=cfg.loss_config,
+                    )
+                    # Each micro-batch's token mean, weighted by its share of the mini-batch's tokens.
+                    share = float(mask.sum()) / max(tokens, 1)
+                    (terms.loss * share).backward()
+                    for name in ("pg_loss", "kl", "entropy", "clip_frac", "dual_clip_frac"):
+                        logged.setdefault(name, []).append(getattr(terms, name) * share)
+                    logged.setdefault("loss", []).append(float(terms.loss.detach()) * share)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                logged.setdefault("grad_norm", []).append(float(grad_norm))
+                self.optimizer.step()
+        batches = cfg.ppo_epochs * -(-len(rows) // cfg.mini_batch_rows)
+        out = {k: sum(v) / batches for k, v in logged.items() if k != "grad_norm"}
+        out["grad_norm"] = float(np.mean(logged.get("grad_norm", [0.0])))
+        return out
+
+    def row_logprobs(self, rows: Sequence[Row], model: Any) -> list[list[float]]:
+        """log pi(action token | prefix) of every row's action tokens under ``model``, no gradients."""
+        torch = require("torch", "hf")
+        out: list[list[float]] = []
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for lo in range(0, len(rows), self.config.micro_batch_rows):
+                batch = list(rows[lo : lo + self.config.micro_batch_rows])
+                logp, _, mask = self._forward(model, batch, with_entropy=False)
+                out.extend(logp[i, : int(mask[i].sum())].tolist() for i in range(len(batch)))
+        model.train(was_training)
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write the policy (HF format), optimizer state and step count; returns the folder."""
+        torch = require("torch", "hf")
+        folder = Path(path) if path is not None else self.out_dir / f"{_CHECKPOINT_PREFIX}{self.step_index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder / "model")
+        self.tokenizer.save_pretrained(folder / "model")
+        torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
+        config = {**asdict(self.config), "task_indices": self.config.task_indices}
+        (folder / "trainer_state.json").write_text(json.dumps({"step": self.step_index, "config": config}, indent=1))
+        return folder
+
+    def resume(self, path: str | Path) -> None:
+        """Load the policy weights, optimizer state and step count of a :meth:`save` folder.
+
+        Lines of ``metrics.jsonl`` for later steps (a run stopped between checkpoints) are dropped.
+        """
+        torch = require("torch", "hf")
+        folder = Path(path)
+        saved = type(self.model).from_pretrained(folder / "model", dtype=next(self.model.parameters()).dtype)
+        self.model.load_state_dict(saved.state_dict())
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+        self.step_index = json.loads((folder / "trainer_state.json").read_text())["step"]
+        self._sync_generator()
+        metrics = self.out_dir / "metrics.jsonl"
+        if metrics.exists():  # steps logged after this checkpoint will be run again
+            kept = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step_index]
+            metrics.write_text("".join(line + "\n" for line in kept))
+
+    # ------------------------------------------------------------------ internals
+    def _sync_generator(self) -> None:
+        if hasattr(self.generator, "load_weights"):
+            self.generator.load_weights(self.model)
+
+    def _task_pool(self) -> np.ndarray:
+        if self._pool is None:
+            if self.config.task_indices is not None:
+                self._pool = np.asarray(self.config.task_indices)
+            else:
+                self._pool = np.arange(self._env_pool(1)[0].unwrapped.num_tasks)
+        return self._pool
+
+    def _env_pool(self, n: int) -> list[Any]:
+        import gymnasium as gym
+
+        import ttg_envs  # noqa: F401  (registers the ids)
+
+        from ..wrappers import TokenCounter
+        from ..wrappers.progress_meter import ProgressMeterWrapper
+
+        cfg = self.config
+        while len(self._envs) < n:
+            env = gym.make(cfg.env_id, max_steps=cfg.max_turns, **cfg.env_kwargs)
+            env = TokenCounter(env, tokenizer=self.tokenizer)
+            if self.meter is not None:
+                env = ProgressMeterWrapper(env, self.meter, failure_cost=cfg.failure_cost)
+            self._envs.append(env)
+        return self._envs[:n]
+
+    def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):
+        """Action-token log-probs ``[R, A]``, entropies (or None) and mask of rows, right-padded."""
+        torch = require("torch", "hf")
+        device = next(model.parameters()).device
+        seqs = [r.prompt + r.action for r in rows]
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for i, s in enumerate(seqs):
+            ids[i, : len(s)] = torch.tensor(s)
+            attention[i, : len(s)] = 1
+        a_width = max(len(r.action) for r in rows)
+        # Logits at position p predict token p + 1: the action's tokens sit at len(prompt)...
+        index = torch.zeros(len(rows), a_width, dtype=torch.long)
+        mask = torch.zeros(len(rows), a_width)
+        targets = torch.full((len(rows), a_width), pad, dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = len(r.action)
+            index[i, :n] = torch.arange(len(r.prompt) - 1, len(r.prompt) - 1 + n)
+            mask[i, :n] = 1
+            targets[i, :n] = torch.tensor(r.action)
+        # Only the positions that predict action tokens go through the LM head: with long
+        # multi-turn prompts and a 151k vocabulary, full-sequence logits would not fit.
+        keep = torch.unique(index[mask.bool()])
+        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device),
+                       logits_to_keep=keep.to(device)).logits
+        slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
+        picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
+        logp = token_logprobs(picked, targets.to(device))
+        entropy = token_entropy(picked) if with_entropy else None
+        return logp, entropy, mask.to(device)
+
+
+def _pad(values: Sequence[Sequence[float]], like: Any) -> Any:
+    """Right-pad per-row lists to the shape of ``like`` (zeros beyond each row)."""
+    torch = require("torch", "hf")
+    out = torch.zeros(like.shape, dtype=torch.float32)
+    for i, v in enumerate(values):
+        out[i, : len(v)] = torch.tensor(v, dtype=torch.float32)
+    return out.to(like.device)
+
+
+def latest_checkpoint(out_dir: str | Path) -> Path | None:
+    """The ``checkpoint-<step>`` folder with the highest step in ``out_dir``, or None."""
+    folders = [p for p in Path(out_dir).glob(f"{_CHECKPOINT_PREFIX}*") if p.name[len(_CHECKPOINT_PREFIX):].isdigit()]
+    return max(folders, key=lambda p: int(p.name[len(_CHECKPOINT_PREFIX):]), default=None)

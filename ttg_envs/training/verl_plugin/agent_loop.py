@@ -1,0 +1,121 @@
+"""``ttg_agent``: a verl multi-turn agent loop that plays one ``ttg/*`` episode per batch row.
+
+Each dataset row names its task in ``extra_info["ttg"]`` (see :mod:`.dataset`). The loop builds
+``gym.make(env_id)`` + ``TokenCounter`` (+ ``ProgressMeterWrapper`` when ``TTG_METER`` holds a
+``load_meter`` spec, e.g. an OpenAI-compatible meter server shared by the cluster), then per turn:
+the rollout server samples the action from the running token sequence, the env steps it as a
+``Generation``, and verl's Continuous Token builder appends the new observation messages. The row's
+response holds every turn; ``response_mask`` marks assistant tokens and ``ttg_token_step`` the
+action each belongs to. The ``ttg_*`` fields of :func:`.fields.episode_fields` go to
+``extra_fields``, which verl copies into ``non_tensor_batch``; the reward is the episode's return.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopOutput,
+    register,
+)
+
+from ...core import Generation
+from ..paper_settings import paper_settings
+from .fields import episode_fields
+
+__all__ = ["TTGAgentLoop", "make_env"]
+
+
+def make_env(env_id: str, tokenizer: Any, max_turns: int, env_kwargs: dict[str, Any] | None = None,
+             meter_spec: str | None = None, failure_cost: float | None = None):
+    """``gym.make`` + TokenCounter (+ ProgressMeterWrapper when ``meter_spec`` is given)."""
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401  (registers the ids)
+    from ttg_envs.wrappers import TokenCounter
+    from ttg_envs.wrappers.progress_meter import ProgressMeterWrapper
+
+    env = TokenCounter(gym.make(env_id, max_steps=max_turns, **(env_kwargs or {})), tokenizer=tokenizer)
+    if meter_spec:
+        env = ProgressMeterWrapper(env, _meter(meter_spec), failure_cost=failure_cost)
+    return env
+
+
+_METERS: dict[str, Any] = {}
+
+
+def _kwargs(value: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Env kwargs from a dataset row: a JSON string (parquet rows) or a dict."""
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
+
+
+def _meter(spec: str) -> Any:
+    from ttg_envs.meters import load_meter
+
+    if spec not in _METERS:
+        _METERS[spec] = load_meter(spec)
+    return _METERS[spec]
+
+
+@register("ttg_agent")
+class TTGAgentLoop(AgentLoopBase):
+    """Plays ``extra_info["ttg"]``'s task; max turns and tokens per turn default to paper table 4."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """One episode as one row (see the module docstring)."""
+        task = dict(kwargs["extra_info"]["ttg"])
+        table = paper_settings(task["env_id"])
+        max_turns = int(task.get("max_turns") or table.max_turns)
+        per_turn = int(task.get("max_tokens_per_turn") or table.max_tokens_per_turn)
+        response_length = self.rollout_config.response_length
+        env = await self.loop.run_in_executor(
+            None, lambda: make_env(task["env_id"], self.tokenizer, max_turns, _kwargs(task.get("env_kwargs")),
+                                   os.environ.get("TTG_METER"), task.get("failure_cost")),
+        )
+        failure_cost = getattr(env, "failure_cost", task.get("failure_cost") or table.failure_cost)
+        _, info = await self.loop.run_in_executor(
+            None, lambda: env.reset(seed=int(task.get("seed", 0)), options={"task_index": int(task["task_index"])})
+        )
+        infos = [info]
+        messages = [dict(m) for m in env.unwrapped.messages]
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        runtime, mask, logprobs, token_step = list(prompt_ids), [], [], []
+        reward, params = 0.0, {**sampling_params, "max_tokens": per_turn}
+        for turn in range(max_turns):
+            out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime, sampling_params=params)
+            merged, mask, logprobs = await self.ct_merge_assistant_token(
+                runtime, out.token_ids, mask, logprobs if out.log_probs else None,
+                assistant_logprobs=out.log_probs or None,
+            )
+            logprobs = logprobs or []
+            runtime = merged.token_ids
+            token_step += [turn if m else -1 for m in mask[len(token_step):]]
+            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            _, r, terminated, truncated, info = await self.loop.run_in_executor(
+                None, env.step, Generation(text, list(out.token_ids))
+            )
+            infos.append(info)
+            reward += float(r)
+            if terminated or truncated or len(mask) >= response_length:
+                break
+            previous, messages = messages, [dict(m) for m in env.unwrapped.messages]
+            merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, runtime, mask, logprobs or None)
+            runtime = merged.token_ids
+            token_step += [-1] * (len(mask) - len(token_step))
+        env.close()
+        prompt = runtime[: len(runtime) - len(mask)]
+        fields = episode_fields(infos, token_step[:response_length], failure_cost)
+        return AgentLoopOutput(
+            prompt_ids=prompt,
+            response_ids=runtime[len(prompt):][:response_length],
+            response_mask=mask[:response_length],
+            response_logprobs=logprobs[:response_length] if logprobs else None,
+            reward_score=reward,
+            num_turns=2 * len(infos) - 1,
+            metrics={},
+            extra_fields=fields,
+        )

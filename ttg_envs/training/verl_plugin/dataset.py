@@ -1,0 +1,69 @@
+"""Task lists for verl: one parquet row per task, read by verl's RLHFDataset and the ``ttg_agent`` loop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..._optional import require
+
+__all__ = ["task_rows", "write_task_parquet"]
+
+
+def task_rows(env_id: str, env_kwargs: dict[str, Any] | None = None, limit: int | None = None,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """One row per task of ``env_id``: its first transcript as ``prompt``, the task in ``extra_info["ttg"]``.
+
+    ``env_kwargs`` travel as a JSON string (parquet cannot store an empty struct).
+    """
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401  (registers the ids)
+
+    env = gym.make(env_id, **(env_kwargs or {}))
+    n = env.unwrapped.num_tasks if limit is None else min(limit, env.unwrapped.num_tasks)
+    rows = []
+    for index in range(n):
+        env.reset(seed=seed + index, options={"task_index": index})
+        rows.append({
+            "data_source": env_id,
+            "agent_name": "ttg_agent",
+            "prompt": [dict(m) for m in env.unwrapped.messages],
+            "extra_info": {"ttg": {"env_id": env_id, "env_kwargs": json.dumps(env_kwargs or {}), "task_index": index,
+                                   "seed": seed + index}},
+        })
+    env.close()
+    return rows
+
+
+def write_task_parquet(path: str | Path, env_id: str, env_kwargs: dict[str, Any] | None = None,
+                       limit: int | None = None, seed: int = 0) -> Path:
+    """Write :func:`task_rows` to ``path`` (parquet); returns the path."""
+    pandas = require("pandas", "verl")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pandas.DataFrame(task_rows(env_id, env_kwargs, limit, seed)).to_parquet(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ttg_envs.training.verl_plugin.dataset --env ttg/ALFWorld-v0 --split train --out f.parquet``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m ttg_envs.training.verl_plugin.dataset", description=main.__doc__)
+    p.add_argument("--env", default="ttg/ALFWorld-v0")
+    p.add_argument("--split", default=None, help="env split (passed as split=...)")
+    p.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    kwargs = json.loads(args.env_kwargs) | ({"split": args.split} if args.split else {})
+    path = write_task_parquet(args.out, args.env, kwargs, args.limit, args.seed)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
