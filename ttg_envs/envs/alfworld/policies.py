@@ -7,8 +7,7 @@ planned and random actions, so a transcript does not reveal which policy wrote a
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..noisy import NoisyPolicy
 from .env import ALFWorldEnv
 
 
@@ -36,23 +35,15 @@ class ExpertPolicy:
         return react(plan[0] if plan else "look")
 
 
-class NoisyExpertPolicy:
+class NoisyExpertPolicy(NoisyPolicy):
     """The expert with probability ``1 - eps``, a uniformly random admissible command otherwise."""
 
-    def __init__(self, eps: float = 0.3, seed: int | None = None):
-        if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"eps must be in [0, 1], got {eps}")
-        self.eps = eps
-        self.rng = np.random.default_rng(seed)
-        self.expert = ExpertPolicy()
-        self.name = f"noisy_expert_{eps:g}"
+    expert = ExpertPolicy()
 
-    def __call__(self, env) -> str:
-        """The next response for ``env``."""
-        if self.rng.random() < self.eps:
-            commands = _alfworld(env).admissible_commands
-            return react(commands[int(self.rng.integers(len(commands)))])
-        return self.expert(env)
+    def noise(self, env) -> str:
+        """A uniformly random admissible command."""
+        commands = _alfworld(env).admissible_commands
+        return react(commands[int(self.rng.integers(len(commands)))])
 
 
 #: Scripted policies by name, as ``ttg rollout --policies`` and ``scripted:<name>`` actors name them.

@@ -15,10 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...retrieval.corpus import read_jsonl
 from ...tools import ToolCall, format_tool_calls
+from ..noisy import NoisyPolicy
 from .env import BUNDLED_DATA_DIR, AWMEnv
 
 GOLD_FILE = "gold_calls.jsonl"
@@ -85,23 +84,14 @@ class ExpertPolicy:
         return f"<think>The task is done.</think>\n{gold['final_answer']}"
 
 
-class NoisyExpertPolicy:
+class NoisyExpertPolicy(NoisyPolicy):
     """The expert with probability ``1 - eps``; otherwise a call from another gold step of the scenario."""
 
-    def __init__(self, eps: float = 0.3, seed: int | None = None):
-        if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"eps must be in [0, 1], got {eps}")
-        self.eps = eps
-        self.rng = np.random.default_rng(seed)
-        self.expert = ExpertPolicy()
-        self.name = f"noisy_expert_{eps:g}"
+    expert = ExpertPolicy()
 
-    def __call__(self, env) -> str:
-        """The next response for ``env``."""
-        base = _awm(env)
-        if self.rng.random() >= self.eps:
-            return self.expert(env)
-        scenario = base.current_task.scenario
+    def noise(self, env) -> str:
+        """A call drawn from the scenario's gold and wrong call sequences."""
+        scenario = _awm(env).current_task.scenario
         pool = [c for task_id, g in sorted(load_gold().items()) if task_id.startswith(scenario + "/")
                 for c in g["calls"] + g["wrong_calls"]]
         call = pool[int(self.rng.integers(len(pool)))]

@@ -8,8 +8,7 @@ wrong answer (another task's answer), which gives trajectories of varied length 
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..noisy import NoisyPolicy
 from .env import PaperSearchQAEnv
 
 
@@ -43,22 +42,14 @@ class ExpertPolicy:
         return answer(base.current_task.answers[0])
 
 
-class NoisyExpertPolicy:
+class NoisyExpertPolicy(NoisyPolicy):
     """The expert with probability ``1 - eps``; otherwise an off-topic search or a wrong answer."""
 
-    def __init__(self, eps: float = 0.3, seed: int | None = None):
-        if not 0.0 <= eps <= 1.0:
-            raise ValueError(f"eps must be in [0, 1], got {eps}")
-        self.eps = eps
-        self.rng = np.random.default_rng(seed)
-        self.expert = ExpertPolicy()
-        self.name = f"noisy_expert_{eps:g}"
+    expert = ExpertPolicy()
 
-    def __call__(self, env) -> str:
-        """The next response for ``env``."""
+    def noise(self, env) -> str:
+        """A search for another task's question, or (one time in four) another task's answer."""
         base = _papersearchqa(env)
-        if self.rng.random() >= self.eps:
-            return self.expert(env)
         other = base.tasks[int(self.rng.integers(len(base.tasks)))]
         if self.rng.random() < 0.25:
             return answer(other.answers[0])
