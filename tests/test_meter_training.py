@@ -240,7 +240,7 @@ def test_encoder_training_lowers_the_loss():
     from ttg_envs.training.meter_regression import RegressionConfig, train_encoder_meter
     from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
-    trajs = [parse_trajectory(record(f"put a mug in fridge {i}" if i % 4 else f"heat an egg {i}", [20] * (3 + i % 3), i % 4 != 0),
+    trajs = [parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 3), i % 2 == 1),
                               f"f:{i}") for i in range(12)]
     tokenizer = train_wordpiece_tokenizer([s for t in trajs for s in history_segments(t.messages)], vocab_size=200)
     config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, task_pattern=r"task is to: (.*)\.")

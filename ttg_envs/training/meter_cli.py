@@ -287,8 +287,10 @@ def eval_parser() -> argparse.ArgumentParser:
     p.set_defaults(policies=list(EVAL_POLICIES))
     p.add_argument("--meter", required=True, help="what load_meter accepts: a saved folder, hf:..., vllm:..., openai:URL#MODEL")
     p.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"], help="splits to record on")
-    p.add_argument("--labels", choices=["auto", "alfworld", "annotations", "none"], default="auto",
-                   help="step-quality labels: ALFWorld planner, the files' step_labels, or none (auto: planner for ALFWorld)")
+    p.add_argument("--labels", choices=["auto", "alfworld", "none"], default="auto",
+                   help="step-quality labels. auto: those in the files (annotations, or ALFWorld plan lengths, which "
+                        "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
+                        "none: no step quality")
     p.add_argument("--failure-cost", type=float, default=None, help="C of eq. 7 (default: paper table 4 for --env)")
     p.add_argument("--out", default="runs/meter-eval", help="report folder (default: %(default)s)")
     return p
@@ -316,12 +318,11 @@ def eval_main(argv: Sequence[str]) -> int:
         for split in args.splits:
             sets[split] = load_trajectories(collect_trajectories(
                 args.env, env_kwargs, split, args.policies, out / "trajectories", limit=args.limit, seed=args.seed,
-                workers=args.workers, plan_lengths=args.labels in ("auto", "alfworld")))
+                workers=args.workers, plan_lengths=args.labels != "none"))
     reports = {}
     timings = {}
     for name, trajectories in sets.items():
-        planner = args.labels == "alfworld" or (args.labels == "auto" and args.env == "ttg/ALFWorld-v0")
-        if planner:  # only trajectories recorded elsewhere lack the planner's labels
+        if args.labels == "alfworld":  # replay what was recorded without plan lengths (slow)
             label_alfworld([t for t in trajectories if t.step_labels is None], env_kwargs)
         elif args.labels == "none":
             for t in trajectories:

@@ -5,10 +5,9 @@ it at inference (the task segment and the last ``window`` action segments); the 
 trajectory are encoded once per batch and shared by its prefixes. Every prefix learns the
 completion label b; prefixes of successful trajectories also regress log(1 + TTG_t).
 
-Each trajectory weighs the same whatever its length, and successful and failed trajectories weigh
-the same in the completion loss: otherwise the long failed episodes of weak policies (a random
-policy runs to the 50-step limit) outnumber everything else and the meter learns to predict
-failure everywhere.
+Each trajectory weighs the same whatever its length, in both losses. Counting prefixes instead
+lets the long failed episodes of weak policies (a random policy runs to the 50-step limit)
+outnumber everything else, and the meter then predicts failure on every state.
 """
 
 from __future__ import annotations
@@ -71,10 +70,6 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
         if len(segments) != traj.num_steps + 1:
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
         data.append((segments, *trajectory_targets(traj)))
-    n_success = sum(traj.success for traj in trajectories)
-    n_fail = len(trajectories) - n_success
-    # Class weights of the completion loss, balancing successful and failed trajectories.
-    class_weight = (len(data) / (2 * max(n_fail, 1)), len(data) / (2 * max(n_success, 1)))
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
@@ -96,7 +91,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
             rng.shuffle(order)
             for start in range(0, len(order), config.batch_size):
                 batch = [data[i] for i in order[start:start + config.batch_size]]
-                loss = _loss(meter, batch, frozen, class_weight, config, torch, device)
+                loss = _loss(meter, batch, frozen, config, torch, device)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], config.max_grad_norm)
@@ -112,8 +107,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
     return losses
 
 
-def _loss(meter: EncoderMeter, batch: list, frozen: bool, class_weight: tuple[float, float], config: RegressionConfig,
-          torch: Any, device: Any) -> Any:
+def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConfig, torch: Any, device: Any) -> Any:
     model = meter.model
     texts = list(dict.fromkeys(s for segs, _, _ in batch for s in segs))
     if frozen:
@@ -138,8 +132,7 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, class_weight: tuple[fl
     b = torch.tensor(b, device=device)
     y = torch.tensor(y, device=device)
     w = torch.tensor(w, device=device)
-    bw = w * torch.where(b > 0.5, class_weight[1], class_weight[0])
-    bce = (torch.nn.functional.binary_cross_entropy_with_logits(last[:, 0], b, reduction="none") * bw).sum() / bw.sum()
+    bce = (torch.nn.functional.binary_cross_entropy_with_logits(last[:, 0], b, reduction="none") * w).sum() / w.sum()
     has_y = ~torch.isnan(y)
     if has_y.any():
         reg = torch.nn.functional.smooth_l1_loss(last[:, 1][has_y], y[has_y], beta=config.huber_delta, reduction="none")
