@@ -126,7 +126,8 @@ class TextEnv(gym.Env[str, str]):
 
     Subclasses implement:
 
-    - ``num_tasks`` and ``_task_info(index)``: the task list, in a fixed order;
+    - ``tasks`` (items with ``info()``), or ``num_tasks`` and ``_task_info(index)``: the task
+      list, in a fixed order;
     - ``_start(index) -> (observation, info)``: start the engine on a task;
     - ``_apply(command) -> StepOutcome``: run one parsed command on the engine;
     - ``_state_key() -> str``: hash of the canonical engine state;
@@ -157,14 +158,17 @@ class TextEnv(gym.Env[str, str]):
         self.success = False
 
     # ----------------------------------------------------------------- hooks for subclasses
+    #: The env's task list in a fixed order; each task has ``info() -> dict``.
+    tasks: Sequence[Any] = ()
+
     @property
     def num_tasks(self) -> int:
         """Number of tasks this env instance can reset to."""
-        raise NotImplementedError
+        return len(self.tasks)
 
     def _task_info(self, index: int) -> dict[str, Any]:
         """The ``info["task"]`` dict of task ``index`` (at least ``id``, ``type``, ``split``)."""
-        raise NotImplementedError
+        return self.tasks[index].info()
 
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         """Start the engine on task ``index``; return the first observation and extra info."""

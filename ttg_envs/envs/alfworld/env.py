@@ -50,14 +50,6 @@ class ALFWorldEnv(TextEnv):
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
-    def num_tasks(self) -> int:
-        """Number of games in this env's task list."""
-        return len(self.tasks)
-
-    def _task_info(self, index: int) -> dict[str, Any]:
-        return self.tasks[index].info()
-
-    @property
     def system_prompt(self) -> str:
         """ALFWorld's ReAct instructions."""
         return SYSTEM_PROMPT

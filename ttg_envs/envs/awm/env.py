@@ -135,14 +135,6 @@ class AWMEnv(ToolEnv):
 
     # ------------------------------------------------------------ ToolEnv hooks
     @property
-    def num_tasks(self) -> int:
-        """Number of tasks (with a verifier) over the loaded scenarios."""
-        return len(self.tasks)
-
-    def _task_info(self, index: int) -> dict[str, Any]:
-        return self.tasks[index].info()
-
-    @property
     def current_task(self) -> AWMTask:
         """The task of the running episode."""
         return self.tasks[self.task_index]

@@ -81,14 +81,6 @@ class BFCLEnv(ToolEnv):
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
-    def num_tasks(self) -> int:
-        """Number of entries in this env's categories."""
-        return len(self.tasks)
-
-    def _task_info(self, index: int) -> dict[str, Any]:
-        return self.tasks[index].info()
-
-    @property
     def tools(self) -> list[Tool]:
         """The functions the assistant can call now (miss_func: without those not yet added)."""
         return self._episode.tools if self._episode is not None else self._single_tools

@@ -110,14 +110,6 @@ class PaperSearchQAEnv(TextEnv):
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
-    def num_tasks(self) -> int:
-        """Number of questions in this env's task list."""
-        return len(self.tasks)
-
-    def _task_info(self, index: int) -> dict[str, Any]:
-        return self.tasks[index].info()
-
-    @property
     def system_prompt(self) -> str:
         """Search-R1-style instructions for the search/answer protocol."""
         return SYSTEM_PROMPT

