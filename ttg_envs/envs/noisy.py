@@ -1,4 +1,5 @@
-"""``NoisyPolicy``: an env's expert with probability ``1 - eps``, the env's own noise otherwise."""
+"""``NoisyPolicy``: an env's expert with probability ``1 - eps``, the env's own noise otherwise;
+``make_expert_policy``: the ``expert`` / ``noisy_expert`` pair by name."""
 
 from __future__ import annotations
 
@@ -30,3 +31,17 @@ class NoisyPolicy:
     def noise(self, env) -> str:
         """The response taken instead of the expert's."""
         raise NotImplementedError
+
+
+#: The scripted policies of envs with an expert, by name.
+EXPERT_POLICY_NAMES = ("expert", "noisy_expert")
+
+
+def make_expert_policy(name: str, expert: type, noisy: type[NoisyPolicy], env_name: str, *,
+                       seed: int | None = None, eps: float = 0.3):
+    """``expert()`` for ``"expert"``, ``noisy(eps=eps, seed=seed)`` for ``"noisy_expert"``."""
+    if name == "expert":
+        return expert()
+    if name == "noisy_expert":
+        return noisy(eps=eps, seed=seed)
+    raise ValueError(f"unknown {env_name} policy {name!r}; choose from {EXPERT_POLICY_NAMES}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...retrieval.corpus import read_jsonl
 from ...tools import ToolCall, format_tool_calls
-from ..noisy import NoisyPolicy
+from ..noisy import EXPERT_POLICY_NAMES, NoisyPolicy, make_expert_policy
 from .env import BUNDLED_DATA_DIR, AWMEnv
 
 GOLD_FILE = "gold_calls.jsonl"
@@ -99,13 +99,9 @@ class NoisyExpertPolicy(NoisyPolicy):
 
 
 #: Scripted policies by name, as ``ttg rollout --policies`` and ``scripted:<name>`` actors name them.
-POLICY_NAMES = ("expert", "noisy_expert")
+POLICY_NAMES = EXPERT_POLICY_NAMES
 
 
 def make_policy(name: str, *, seed: int | None = None, eps: float = 0.3):
     """Build a scripted AWM policy by name (``expert`` or ``noisy_expert``)."""
-    if name == "expert":
-        return ExpertPolicy()
-    if name == "noisy_expert":
-        return NoisyExpertPolicy(eps=eps, seed=seed)
-    raise ValueError(f"unknown AWM policy {name!r}; choose from {POLICY_NAMES}")
+    return make_expert_policy(name, ExpertPolicy, NoisyExpertPolicy, "AWM", seed=seed, eps=eps)

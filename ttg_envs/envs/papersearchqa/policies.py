@@ -8,7 +8,7 @@ wrong answer (another task's answer), which gives trajectories of varied length 
 
 from __future__ import annotations
 
-from ..noisy import NoisyPolicy
+from ..noisy import EXPERT_POLICY_NAMES, NoisyPolicy, make_expert_policy
 from .env import PaperSearchQAEnv
 
 
@@ -57,13 +57,9 @@ class NoisyExpertPolicy(NoisyPolicy):
 
 
 #: Scripted policies by name, as ``ttg rollout --policies`` and ``scripted:<name>`` actors name them.
-POLICY_NAMES = ("expert", "noisy_expert")
+POLICY_NAMES = EXPERT_POLICY_NAMES
 
 
 def make_policy(name: str, *, seed: int | None = None, eps: float = 0.3):
     """Build a scripted PaperSearchQA policy by name (``expert`` or ``noisy_expert``)."""
-    if name == "expert":
-        return ExpertPolicy()
-    if name == "noisy_expert":
-        return NoisyExpertPolicy(eps=eps, seed=seed)
-    raise ValueError(f"unknown PaperSearchQA policy {name!r}; choose from {POLICY_NAMES}")
+    return make_expert_policy(name, ExpertPolicy, NoisyExpertPolicy, "PaperSearchQA", seed=seed, eps=eps)
