@@ -15,6 +15,7 @@ from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs.meters import ScriptedMeter
 from ttg_envs.training import credit
 from ttg_envs.training.actor_loss import clipped_surrogate
+from ttg_envs.training.actor_rollout import Episode
 from ttg_envs.training.episode_advantages import episode_advantages
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 from ttg_envs.training.trainer import Row, TrainConfig, Trainer, latest_checkpoint
@@ -160,6 +161,76 @@ def test_seeded_runs_are_reproducible_and_baselines_run(tmp_path, tokenizer):
         assert runs[0][key] == runs[1][key]
     with pytest.raises(ValueError, match="meter"):
         Trainer(_config(tmp_path), _model(tokenizer), tokenizer)
+
+
+def test_dapo_step_trains_and_resumes_exactly(tmp_path, tokenizer):
+    cfg = _config(tmp_path / "a", estimator="dapo", group_size=2)
+    full = Trainer(cfg, _model(tokenizer), tokenizer)
+    history = full.train(progress=False)
+    for m in history:
+        assert 1 <= m["dapo_batches"] <= 10 and 0 <= m["dapo_kept_groups"] <= 2
+    # Pairs of rollouts in the toy env often both succeed, so some step needs extra batches.
+    assert max(m["dapo_batches"] for m in history) > 1
+    lines = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["dapo_batches"] for m in lines] == [m["dapo_batches"] for m in history]
+
+    # The extra batches draw from the step's own rng: a resumed run repeats step 2 exactly.
+    resumed = Trainer(_config(tmp_path / "b", estimator="dapo", group_size=2), _model(tokenizer), tokenizer,
+                      ref_model=_model(tokenizer))
+    resumed.resume(tmp_path / "a" / "checkpoint-1")
+    again = resumed.step()
+    for key in ("dapo_batches", "dapo_kept_groups", "reward_mean", "response_tokens", "loss", "advantage_abs_mean"):
+        assert again[key] == pytest.approx(history[1][key], rel=1e-5, abs=1e-7), key
+    for p, q in zip(full.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def _fake_rollouts(monkeypatch, tokenizer, batches):
+    """Make ``Trainer.rollout`` return one batch of one-turn episodes per call, rewards from ``batches``."""
+    prompt = tokenizer("Task 0: say anything.")["input_ids"]
+    calls = []
+
+    def rollout(self, rng):
+        rewards = batches[len(calls)]
+        calls.append(int(rng.integers(2**31)))
+        size = self.config.group_size
+        return [Episode(group=i // size, task_index=i // size, prompts=[prompt],
+                        actions=[tokenizer(" fox" * (1 + len(calls)))["input_ids"]], infos=[{}, {}], reward=r)
+                for i, r in enumerate(rewards)]
+
+    monkeypatch.setattr(Trainer, "rollout", rollout)
+    return calls
+
+
+def test_dapo_draws_batches_until_groups_vary(tmp_path, tokenizer, monkeypatch):
+    calls = _fake_rollouts(monkeypatch, tokenizer, [[1, 1, 0, 0], [1, 0, 0, 1], [0, 1, 1, 1]])
+    trainer = Trainer(_config(tmp_path, estimator="dapo", group_size=2, kl_coef=0.0), _model(tokenizer), tokenizer)
+    metrics = trainer.step()
+    # Batch 1's groups agree (std 0) and are dropped; batch 2 gives the two groups; no batch 3.
+    assert len(calls) == 2 and (metrics["dapo_batches"], metrics["dapo_kept_groups"]) == (2, 2)
+    assert metrics["response_tokens"] == 4 * len(tokenizer(" fox fox fox")["input_ids"])  # batch 2's actions
+    assert metrics["reward_mean"] == 0.5 and metrics["advantage_abs_mean"] > 0  # over all 8 episodes
+
+    # Batches keep running short: groups of different batches stay apart, the step trains on them.
+    calls = _fake_rollouts(monkeypatch, tokenizer, [[1, 0, 1, 1], [0, 0, 0, 1], [1, 1, 0, 0]])
+    trainer = Trainer(_config(tmp_path / "short", estimator="dapo", group_size=2, kl_coef=0.0,
+                              dapo_max_batches=3), _model(tokenizer), tokenizer)
+    kept = trainer.dapo_rollout(np.random.default_rng(0))[1]
+    assert [e.group for e in kept] == [0, 0, 3, 3]
+    calls.clear()
+    metrics = trainer.step()
+    assert (metrics["dapo_batches"], metrics["dapo_kept_groups"]) == (2, 2) and metrics["grad_norm"] > 0
+
+
+def test_dapo_without_varied_groups_skips_the_update(tmp_path, tokenizer, monkeypatch, caplog):
+    _fake_rollouts(monkeypatch, tokenizer, [[1, 1, 0, 0]] * 3)
+    trainer = Trainer(_config(tmp_path, estimator="dapo", group_size=2, dapo_max_batches=3), _model(tokenizer), tokenizer)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    metrics = trainer.step()
+    assert (metrics["dapo_batches"], metrics["dapo_kept_groups"], metrics["loss"]) == (3, 0, 0.0)
+    assert metrics["step"] == 1 and "no update" in caplog.text
+    for p, q in zip(before, trainer.model.parameters()):
+        torch.testing.assert_close(p, q)
 
 
 def test_ttg_train_command_runs_and_resumes(tmp_path, capsys):

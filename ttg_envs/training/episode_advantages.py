@@ -2,7 +2,8 @@
 
 DeltaTTG reads the ProgressMeterWrapper's fields of every state h_t (``ttg_can_complete``,
 ``ttg``, ``ttg_valid``) and TokenCounter's ``assistant_tokens``; GiGPO and HGPO read the env's
-``state_key``; GRPO needs only rewards and group ids.
+``state_key``; GRPO needs only rewards and group ids. DAPO's advantages are GRPO's: its dynamic
+sampling (dropping groups whose rewards all agree, drawing more batches) happens in the trainer.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["ESTIMATORS", "episode_advantages"]
 
 #: Advantage estimators the trainer offers.
-ESTIMATORS = ("delta_ttg", "grpo", "gigpo", "hgpo")
+ESTIMATORS = ("delta_ttg", "grpo", "dapo", "gigpo", "hgpo")
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int, fill: float) -> np.ndarray:
@@ -43,7 +44,8 @@ def episode_advantages(
 
     ``delta_ttg`` needs the envs wrapped in TokenCounter and ProgressMeterWrapper; it applies
     Algorithm 1's rules (group advantages, fallbacks, the invalid-group rule) via
-    :func:`credit.batched_token_advantages`.
+    :func:`credit.batched_token_advantages`. ``dapo`` gives GRPO advantages (the trainer has
+    already filtered the groups).
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATORS}")
@@ -51,7 +53,7 @@ def episode_advantages(
     groups = np.array([e.group for e in episodes])
     steps = np.array([e.num_steps for e in episodes])
     width = int(steps.max())
-    if estimator == "grpo":
+    if estimator in ("grpo", "dapo"):
         return credit.batched_grpo(rewards, groups, steps)
     if estimator in ("gigpo", "hgpo"):
         keys = credit.encode_keys([e.state_field("state_key") for e in episodes], width)

@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env-kwargs", default="{}", help='JSON dict of extra gym.make kwargs, e.g. \'{"split": "train"}\'')
     p.add_argument("--model", default="Qwen/Qwen3-4B", help="policy: HF name or folder, or 'tiny' (default: %(default)s)")
     p.add_argument("--meter", default=None, help="load_meter spec, or 'turns' (rule-based, smoke runs); needed by delta_ttg")
-    p.add_argument("--estimator", default="delta_ttg", choices=ESTIMATORS)
+    p.add_argument("--estimator", default="delta_ttg", choices=ESTIMATORS,
+                   help="advantages: delta_ttg (needs --meter), grpo, dapo (GRPO with dynamic sampling: up to "
+                        "10 rollout batches per step until enough groups have varied rewards), gigpo or hgpo")
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--tasks-per-step", type=int, default=None, help="table 4's training batch size by default")
     p.add_argument("--group-size", type=int, default=None, help="rollouts per task G (table 4)")

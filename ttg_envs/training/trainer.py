@@ -3,7 +3,8 @@
 Each step draws ``tasks_per_step`` tasks, plays G rollouts of each through ``gym.make`` +
 ``TokenCounter`` + ``ProgressMeterWrapper``, turns the episodes' info fields into step-level
 advantages (:mod:`.episode_advantages`, which calls :mod:`.credit`), and updates the policy with
-the token-mean clipped loss of :mod:`.actor_loss`. One training row is one turn: the prompt h_t and
+the token-mean clipped loss of :mod:`.actor_loss`. The ``dapo`` estimator adds DAPO's dynamic
+sampling (appendix B): more rollout batches until enough groups with varied rewards are found. One training row is one turn: the prompt h_t and
 the action's tokens, which all carry that step's advantage A_i w_{i,t}.
 
 Every random draw of step k derives from ``(seed, k)``, so a run resumed from the checkpoint of
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._optional import require
+from . import credit
 from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 from .episode_advantages import ESTIMATORS, episode_advantages
@@ -31,6 +34,7 @@ from .paper_settings import paper_settings
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
 _CHECKPOINT_PREFIX = "checkpoint-"
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ class TrainConfig:
 
     Attributes:
         env_id, env_kwargs: the env (``gym.make(env_id, max_steps=max_turns, **env_kwargs)``).
-        estimator: ``delta_ttg`` (needs a meter), ``grpo``, ``gigpo`` or ``hgpo``.
+        estimator: ``delta_ttg`` (needs a meter), ``grpo``, ``dapo``, ``gigpo`` or ``hgpo``.
         steps: optimizer iterations of the run.
         tasks_per_step: tasks per iteration (table 4's training batch size).
         group_size: rollouts per task, G.
@@ -47,6 +51,8 @@ class TrainConfig:
         mini_batch_rows: turns per optimizer step; a step's rows are split into mini-batches.
         micro_batch_rows: turns per forward pass (gradient accumulation inside a mini-batch).
         save_every: checkpoint every this many steps (and at the end); 0 saves only at the end.
+        dapo_max_batches, dapo_min_std: DAPO's dynamic sampling (table 4): at most this many
+            rollout batches per step; groups with reward std below ``dapo_min_std`` are dropped.
     """
 
     env_id: str = "ttg/ALFWorld-v0"
@@ -69,6 +75,8 @@ class TrainConfig:
     clip_low: float = 0.2
     clip_high: float = 0.28
     dual_clip: float = 3.0
+    dapo_max_batches: int = 10
+    dapo_min_std: float = 1e-4
     max_grad_norm: float = 1.0
     mini_batch_rows: int = 256
     micro_batch_rows: int = 8
@@ -165,33 +173,51 @@ class Trainer:
         return history
 
     def step(self) -> dict[str, Any]:
-        """One iteration: rollouts, advantages, update; appends its metrics to ``metrics.jsonl``."""
+        """One iteration: rollouts, advantages, update; appends its metrics to ``metrics.jsonl``.
+
+        With ``dapo`` the rollouts come from :meth:`dapo_rollout`; reward, success and turn means
+        are then over every generated episode, the other metrics over the kept ones, and
+        ``dapo_batches`` / ``dapo_kept_groups`` are logged too. A step that kept no group makes no
+        update (its loss terms are logged as 0) but still counts as a step.
+        """
         torch = require("torch", "hf")
         cfg = self.config
         start = time.perf_counter()
         rng = np.random.default_rng([cfg.seed, self.step_index])
         torch.manual_seed(int(rng.integers(2**62)))
-        episodes = self.rollout(rng)
+        extra: dict[str, int] = {}
+        if cfg.estimator == "dapo":
+            generated, episodes = self.dapo_rollout(rng)
+            extra = {"dapo_batches": len(generated), "dapo_kept_groups": len({e.group for e in episodes})}
+            generated = [e for batch in generated for e in batch]
+        else:
+            generated = episodes = self.rollout(rng)
         rollout_s = time.perf_counter() - start
-        advantages = episode_advantages(
-            episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap
-        ).double().numpy()
-        rows = [
-            Row(prompt, action, float(advantages[b, t]))
-            for b, episode in enumerate(episodes)
-            for t, (prompt, action) in enumerate(zip(episode.prompts, episode.actions))
-        ]
-        terms = self.update(rows, rng)
-        self._sync_generator()
+        rows: list[Row] = []
+        if episodes:
+            advantages = episode_advantages(
+                episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap
+            ).double().numpy()
+            rows = [
+                Row(prompt, action, float(advantages[b, t]))
+                for b, episode in enumerate(episodes)
+                for t, (prompt, action) in enumerate(zip(episode.prompts, episode.actions))
+            ]
+        if rows:
+            terms = self.update(rows, rng)
+            self._sync_generator()
+        else:
+            terms = dict.fromkeys(("pg_loss", "kl", "entropy", "clip_frac", "dual_clip_frac", "loss", "grad_norm"), 0.0)
         self.step_index += 1
-        rewards = np.array([e.reward for e in episodes])
+        rewards = np.array([e.reward for e in generated])
         metrics = {
             "step": self.step_index,
             "reward_mean": float(rewards.mean()),
-            "success_rate": float(np.mean([e.success for e in episodes])),
-            "turns_mean": float(np.mean([e.num_steps for e in episodes])),
+            "success_rate": float(np.mean([e.success for e in generated])),
+            "turns_mean": float(np.mean([e.num_steps for e in generated])),
             "response_tokens": int(sum(len(r.action) for r in rows)),
-            "advantage_abs_mean": float(np.mean([abs(r.advantage) for r in rows])),
+            "advantage_abs_mean": float(np.mean([abs(r.advantage) for r in rows])) if rows else 0.0,
+            **extra,
             **terms,
             "rollout_s": rollout_s,
             "step_s": time.perf_counter() - start,
@@ -215,6 +241,37 @@ class Trainer:
             self._env_pool(len(specs)), self.generator, self.tokenizer, specs,
             cfg.max_tokens_per_turn, cfg.temperature, cfg.top_p,
         )
+
+    def dapo_rollout(self, rng: np.random.Generator) -> tuple[list[list[Episode]], list[Episode]]:
+        """DAPO's dynamic sampling (appendix B): rollout batches until enough groups vary.
+
+        Draws :meth:`rollout` batches with ``rng`` (so a resumed run draws the same ones) until
+        ``tasks_per_step`` groups with reward std >= ``dapo_min_std`` are gathered or
+        ``dapo_max_batches`` batches were generated (:func:`credit.dapo_accumulate`). Group ids
+        are offset per batch, so two batches' groups of one task stay apart. Returns every
+        generated batch and the kept episodes. Unlike verl's DAPO trainer, which raises when the
+        batches run out, a short step trains on the groups it found (a warning is logged; none
+        found means no update), so a hard task pool slows a run down rather than stopping it.
+        """
+        cfg = self.config
+        generated: list[list[Episode]] = []
+
+        def batches():
+            while True:
+                episodes = self.rollout(rng)
+                for episode in episodes:
+                    episode.group += len(generated) * cfg.tasks_per_step
+                generated.append(episodes)
+                yield [e.reward for e in episodes], [e.group for e in episodes]
+
+        masks = credit.dapo_accumulate(batches(), cfg.tasks_per_step, cfg.dapo_max_batches, cfg.dapo_min_std)
+        kept = [e for batch, mask in zip(generated, masks) for e, keep in zip(batch, mask) if keep]
+        groups = len({e.group for e in kept})
+        if groups < cfg.tasks_per_step:
+            _log.warning("DAPO step %d: %d of %d groups with varied rewards after %d batches%s",
+                         self.step_index + 1, groups, cfg.tasks_per_step, len(generated),
+                         "" if groups else "; no update")
+        return generated, kept
 
     def update(self, rows: Sequence[Row], rng: np.random.Generator | None = None) -> dict[str, float]:
         """``ppo_epochs`` passes of clipped-loss updates over ``rows``; mean loss terms over mini-batches.
