@@ -169,7 +169,8 @@ class _CountEnv(TextEnv):
         return str(self.elapsed_steps)
 
 
-def test_agent_loop_plays_an_episode_into_one_row(verl, monkeypatch):
+def _count_loop(monkeypatch):
+    """A ``ttg_agent`` loop on the Count env whose server always answers "one two", its tokenizer and reply."""
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
     from verl.workers.rollout.replica import TokenOutput
@@ -193,8 +194,16 @@ def test_agent_loop_plays_an_episode_into_one_row(verl, monkeypatch):
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 256}},
                                "data": {}})
     loop = agent_loop.TTGAgentLoop(DictConfigWrap(config), Server(), tokenizer, None, None, DictConfigWrap(config.data))
-    task = {"env_id": "ttg-test/Count-v0", "task_index": 1, "seed": 0, "max_tokens_per_turn": 7, "failure_cost": C}
-    out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, extra_info={"ttg": task}))
+    return loop, tokenizer, reply
+
+
+def _count_task(**kw):
+    return {"env_id": "ttg-test/Count-v0", "task_index": 1, "seed": 0, "max_tokens_per_turn": 7, "failure_cost": C, **kw}
+
+
+def test_agent_loop_plays_an_episode_into_one_row(verl, monkeypatch):
+    loop, _, reply = _count_loop(monkeypatch)
+    out = loop.loop.run_until_complete(loop.run({"temperature": 1.0}, extra_info={"ttg": _count_task()}))
     f = out.extra_fields
     assert out.reward_score == 1.0 and f["ttg_success"] is True
     assert f["ttg_n_tokens"] == [len(reply), len(reply)]
@@ -204,6 +213,79 @@ def test_agent_loop_plays_an_episode_into_one_row(verl, monkeypatch):
     assert steps.count(0) == steps.count(1) == len(reply)
     assert f["ttg_remaining"] == [98.0, 96.0] and f["ttg_failure_cost"] == C
     asyncio.set_event_loop(None)
+
+
+def test_reward_score_is_the_token_level_reward(verl, monkeypatch):
+    """verl's own code turns the loop's reward_score into rm_scores, token_level_scores and advantages."""
+    from types import SimpleNamespace
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.trainer.ppo import ray_trainer
+    from verl.trainer.ppo.reward import extract_reward
+
+    loop, tokenizer, _ = _count_loop(monkeypatch)
+    # Two rollouts of one task: two turns win (R = 1), one turn is cut off (R = 0).
+    outputs = [loop.loop.run_until_complete(loop.run({"temperature": 1.0}, extra_info={"ttg": _count_task(max_turns=t)}))
+               for t in (2, 1)]
+    assert [o.reward_score for o in outputs] == [1.0, 0.0]
+    # The V1 trainer's TransferQueue path stores as_dict(): the score on the last response token.
+    row = outputs[0].as_dict()
+    assert row["rm_scores"].sum().item() == 1.0 and row["rm_scores"][-1].item() == 1.0
+
+    class RewardWorker:  # with reward_model.enable false verl hands the loop its reward workers
+        class compute_score:
+            @staticmethod
+            def remote(data):
+                raise AssertionError("a reward function ran although the loop set reward_score")
+
+    # An AgentLoopWorker without Ray or a rollout server: the attributes its post-processing reads.
+    worker = object.__new__(AgentLoopWorker)
+    worker.__dict__.update(tokenizer=tokenizer, processor=None, mm_processor_kwargs={}, distillation_enabled=False,
+                           reward_loop_worker_handles=[RewardWorker()],
+                           rollout_config=SimpleNamespace(prompt_length=512, response_length=256))
+    padded = [loop.loop.run_until_complete(worker._agent_loop_postprocess(o, False, raw_prompt=[])) for o in outputs]
+    batch = worker._postprocess(padded)
+    asyncio.set_event_loop(None)
+    scores = batch.batch["rm_scores"]
+    last = batch.batch["attention_mask"][:, 512:].sum(dim=1) - 1
+    assert scores.sum(-1).tolist() == [1.0, 0.0] and scores[0, last[0]].item() == 1.0
+
+    # RayPPOTrainer.fit: extract_reward -> token_level_scores -> token_level_rewards (no KL in reward).
+    reward_tensor, _ = extract_reward(batch)
+    batch.batch["token_level_scores"] = reward_tensor
+    batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+    batch.non_tensor_batch["uid"] = np.array(["task", "task"], dtype=object)
+    out = ray_trainer.compute_advantage(batch, adv_estimator="ttg_grpo", config=None)
+    mask = batch.batch["response_mask"].bool()
+    expected = credit.group_advantages([1.0, 0.0], [2, 1])
+    for i in range(2):
+        assert out.batch["advantages"][i][mask[i]].tolist() == pytest.approx([expected[i]] * int(mask[i].sum()), rel=1e-5)
+        assert (out.batch["advantages"][i][~mask[i]] == 0).all()
+
+
+def test_launch_config_composes_for_the_classic_trainer(verl):
+    """configs/verl: no reward function or model (the loop's reward_score is the reward), the classic trainer."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.utils import (
+        need_critic,
+        need_reference_policy,
+        need_reward_model,
+    )
+    from verl.utils.config import validate_config
+
+    folder = Path(__file__).parent.parent / "configs" / "verl"
+    with initialize_config_dir(config_dir=str(folder.resolve()), version_base=None):
+        cfg = compose("qwen3_4b_alfworld")
+    assert not need_reward_model(cfg) and cfg.reward.custom_reward_function.path is None
+    assert cfg.algorithm.use_kl_in_reward is False and cfg.algorithm.adv_estimator == "delta_ttg"
+    assert cfg.trainer.use_v1 is False  # V1 would not fetch the ttg_* fields for the estimator
+    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "ttg_agent"
+    # Dynamic batching needs room for the longest row in one micro-batch.
+    longest = cfg.data.max_prompt_length + cfg.data.max_response_length
+    assert cfg.actor_rollout_ref.actor.ppo_max_token_len_per_gpu >= longest
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
 def test_task_parquet_rows(verl, tmp_path):

@@ -81,7 +81,8 @@ def batch_advantages(
         raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATOR_NAMES}")
     missing = [k for k in FIELDS if k not in non_tensor_batch]
     if missing:
-        raise KeyError(f"the batch lacks {missing}: run the ttg agent loop and install_hook() (see verl_plugin)")
+        raise KeyError(f"the batch lacks {missing}: run the ttg agent loop and install_hook() (see verl_plugin), "
+                       "with trainer.use_v1=false (verl's V1 trainer does not pass them on)")
     rewards = token_level_rewards.sum(-1).float().cpu()
     groups = np.unique(np.asarray(index, dtype=object).astype(str), return_inverse=True)[1]
     n_tokens = list(non_tensor_batch["ttg_n_tokens"])

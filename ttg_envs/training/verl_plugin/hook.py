@@ -14,7 +14,9 @@ from .fields import ESTIMATOR_NAMES
 
 __all__ = ["compute_advantage_with_ttg_fields", "install_hook"]
 
-#: Modules whose ``compute_advantage`` the trainers call (the v1 trainer imports it by name).
+#: Modules whose ``compute_advantage`` the trainers call (the v1 trainer imports it by name). The
+#: v1 trainer fetches only fixed columns before it, without the ``ttg_*`` fields: launch configs
+#: set ``trainer.use_v1: false``.
 _TARGETS = ("verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.v1.utils")
 
 
