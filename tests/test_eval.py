@@ -86,3 +86,26 @@ def test_ttg_eval_writes_json_and_markdown(tiny_game, tmp_path, capsys):
     assert len(report["episodes"]) == 4 and report["config"]["conditions"] == ["natural", "random-2"]
     assert "| scripted:noisy_expert:0.3 | tiny | natural | all | 2 | 2 |" in (tmp_path / "eval.md").read_text()
     assert "no plot" in capsys.readouterr().out
+
+
+def test_spread_indices_covers_the_split_evenly():
+    from ttg_envs.eval.rollout import spread_indices
+
+    assert spread_indices(140, 10) == (0, 15, 31, 46, 62, 77, 93, 108, 124, 139)
+    assert spread_indices(5, None) == spread_indices(5, 9) == (0, 1, 2, 3, 4)
+    assert spread_indices(10, 1) == (0,) and spread_indices(10, 0) == ()
+    assert spread_indices(10, 3, skip=4) == (4, 6, 9)
+
+
+def test_demo_plan_spreads_over_task_types_and_keeps_meter_tasks_out():
+    from ttg_envs.eval.demo import plan_tasks
+
+    split, meter, tasks, _ = plan_tasks("ttg/ALFWorld-v0", {}, ["valid_seen", "valid_unseen"], "train", 12, 30)
+    assert split == "train" and len(meter) == 30 and meter[-1] == 599
+    import gymnasium as gym
+
+    env = gym.make("ttg/ALFWorld-v0", split="valid_seen").unwrapped
+    assert len({env.tasks[i].type for i in tasks["valid_seen"]}) == 6  # all six ALFWorld task types
+    split, meter, tasks, note = plan_tasks("ttg/ALFWorld-v0", {}, ["valid_seen"], "no-such-split", 12, 30)
+    assert split == "valid_seen" and "unavailable" in note
+    assert len(tasks["valid_seen"]) == 12 and not set(tasks["valid_seen"]) & set(meter)

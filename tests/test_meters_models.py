@@ -160,3 +160,14 @@ def test_vllm_meter_needs_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
     with pytest.raises(MissingExtraError, match="vllm"):
         load_meter("vllm:some/model")
+
+
+def test_history_segments_can_drop_reasoning():
+    history = [{"role": "user", "content": "Your task is to: put a mug in fridge 0."},
+               {"role": "assistant", "content": "<think>The mug is on the table.</think><action>go to table 1</action>"},
+               {"role": "user", "content": "You arrive at table 1."},
+               {"role": "assistant", "content": "<think>unclosed thought <action>take mug 1</action>"}]
+    segs = history_segments(history, drop_reasoning=True)
+    assert segs[1] == "[agent] <action>go to table 1</action>\n[env] You arrive at table 1."
+    assert segs[2] == "[agent]"  # an unclosed <think> swallows the rest of the message, as a parser would
+    assert "The mug is on the table" in history_segments(history)[1]

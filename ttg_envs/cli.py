@@ -24,7 +24,7 @@ def _rollout(args: argparse.Namespace) -> int:
     import ttg_envs  # noqa: F401  (registers the ids)
 
     from .envs import policy_factory
-    from .eval.rollout import RolloutJob, markdown_table, run_jobs, summarize, write_report
+    from .eval.rollout import RolloutJob, markdown_table, run_jobs, spread_indices, summarize, write_report
 
     make_policy = policy_factory(args.env)
     jobs = []
@@ -33,7 +33,7 @@ def _rollout(args: argparse.Namespace) -> int:
         probe = gym.make(args.env, **env_kwargs)
         n = probe.unwrapped.num_tasks
         probe.close()
-        indices = tuple(range(n if args.limit is None else min(n, args.limit)))
+        indices = spread_indices(n, args.limit)
         for policy in args.policies:
             kwargs = {"eps": args.eps} if policy == "noisy_expert" else {}
             record = str(Path(args.out) / f"trajectories-{split}-{policy}.jsonl") if args.record else None
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"])
     ro.add_argument("--eps", type=float, default=0.3, help="noisy expert's random-action probability")
     ro.add_argument("--seed", type=int, default=0)
-    ro.add_argument("--limit", type=int, default=None, help="first N tasks of each split only")
+    ro.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
     ro.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
     ro.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ro.add_argument("--record", action="store_true", help="write trajectories (JSONL) next to the report")
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
     ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
-    ev.add_argument("--limit", type=int, default=None, help="first N tasks of each split only")
+    ev.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 

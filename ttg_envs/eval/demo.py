@@ -20,15 +20,19 @@ METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expe
 
 
 def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], meter_split: str, eval_tasks: int,
-               meter_tasks: int) -> tuple[str, dict[str, tuple[int, ...]], str]:
-    """(meter split, evaluated task indices per split, note): the meter never trains on an evaluated task.
+               meter_tasks: int) -> tuple[str, tuple[int, ...], dict[str, tuple[int, ...]], str]:
+    """(meter split, meter task indices, evaluated task indices per split, note).
 
-    The meter takes the first ``meter_tasks`` tasks of ``meter_split``; if that split is missing it
-    falls back to ``valid_seen``, whose evaluation then starts after the meter's tasks.
+    The meter trains on ``meter_tasks`` tasks spread over ``meter_split`` and each split evaluates
+    ``eval_tasks`` tasks spread over it, so every task type appears in both (task lists are sorted
+    by id, which groups types). If ``meter_split`` is missing the meter trains on ``valid_seen``
+    tasks, and the valid_seen evaluation spreads over the tasks the meter never saw.
     """
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401  (registers the ids)
+
+    from .rollout import spread_indices
 
     def count(split: str) -> int:
         env = gym.make(env_id, **{**env_kwargs, "split": split})
@@ -38,25 +42,27 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
 
     try:
         count(meter_split)
-        note = f"the meter trains on {meter_split} tasks 0..{meter_tasks - 1}"
+        note = f"the meter trains on {meter_tasks} tasks spread over {meter_split}"
     except (FileNotFoundError, ValueError) as exc:
-        note = (f"split {meter_split!r} is unavailable ({exc}); the meter trains on valid_seen tasks 0..{meter_tasks - 1}, "
-                "and the valid_seen evaluation uses the tasks after them")
+        note = (f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
+                "and the valid_seen evaluation uses other tasks")
         meter_split = "valid_seen"
+    meter_indices = spread_indices(count(meter_split), meter_tasks)
+    trained = set(meter_indices)
     tasks = {}
     for split in splits:
-        first = meter_tasks if split == meter_split else 0
-        tasks[split] = tuple(range(first, min(count(split), first + eval_tasks)))
-    return meter_split, tasks, note
+        free = [i for i in range(count(split)) if split != meter_split or i not in trained]
+        tasks[split] = tuple(free[i] for i in spread_indices(len(free), eval_tasks))
+    return meter_split, meter_indices, tasks, note
 
 
-def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_tasks: int, out: Path, *,
+def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_indices: Sequence[int], out: Path, *,
                      seed: int, workers: int, epochs: int) -> Path:
     """``ttg train-meter``: record the :data:`METER_POLICIES` on ``split`` (TokenCounter counts), train an encoder meter."""
     from ..training import meter_cli
 
     meter_cli.train_main(["--env", env_id, "--env-kwargs", json.dumps(env_kwargs), "--split", split,
-                          "--limit", str(meter_tasks), "--policies", *METER_POLICIES, "--backbone", "encoder:tiny",
+                          "--tasks", *map(str, meter_indices), "--policies", *METER_POLICIES, "--backbone", "encoder:tiny",
                           "--epochs", str(epochs), "--seed", str(seed), "--workers", str(workers), "--out", str(out)])
     return out / "meter"
 
@@ -70,11 +76,12 @@ def run_demo(args: Any) -> int:
     out = Path(args.out)
     env_kwargs = json.loads(args.env_kwargs)
     timings: dict[str, float] = {}
-    meter_split, tasks, note = plan_tasks(args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks)
+    meter_split, meter_indices, tasks, note = plan_tasks(args.env, env_kwargs, args.splits, args.meter_split, args.tasks,
+                                                         args.meter_tasks)
     meter = args.meter
     if meter is None:
         print(note)
-        meter = str(train_demo_meter(args.env, env_kwargs, meter_split, args.meter_tasks, out / "meter-train",
+        meter = str(train_demo_meter(args.env, env_kwargs, meter_split, meter_indices, out / "meter-train",
                                      seed=args.seeds[0], workers=args.workers, epochs=args.epochs))
         timings["meter_s"] = time.perf_counter() - start
     else:

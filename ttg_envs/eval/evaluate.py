@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 
 from ..agents import GuidedSelector, NaturalSelector, RandomSelector, load_actor
-from .rollout import EpisodeResult, run_episode
+from .rollout import EpisodeResult, run_episode, spread_indices
 
 DEFAULT_CONDITIONS = ("natural", "random-4", "guided-4")
 _CONDITION_RE = re.compile(r"^(natural|random-(\d+)|guided-(\d+))$")
@@ -107,7 +107,7 @@ def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str
                     meter: Any = None, env_kwargs: dict[str, Any] | None = None,
                     actor_kwargs: dict[str, Any] | None = None, tasks: dict[str, Sequence[int]] | None = None,
                     limit: int | None = None, chunks: int = 1) -> list[EvalJob]:
-    """Jobs over each split's tasks (``tasks[split]``, else the first ``limit``), cut into ``chunks`` per split.
+    """Jobs over each split's tasks (``tasks[split]``, else ``limit`` spread over the split), cut into ``chunks`` per split.
 
     ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it.
     """
@@ -127,7 +127,7 @@ def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str
             probe = gym.make(env_id, **kwargs)
             n = probe.unwrapped.num_tasks
             probe.close()
-            indices = tuple(range(n if limit is None else min(n, limit)))
+            indices = spread_indices(n, limit)
         for part in range(max(1, chunks)):
             # Strided chunks balance long and short tasks across workers.
             chunk = indices[part::max(1, chunks)]

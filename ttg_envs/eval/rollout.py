@@ -11,12 +11,28 @@ from multiprocessing import get_context
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
+import numpy as np
 from tqdm.auto import tqdm
 
 from ..wrappers import TokenCounter, TrajectoryRecorder
 
 #: A policy maps an env (any wrapper stack) to the assistant text of its next step.
 Policy = Callable[[gym.Env], str]
+
+
+def spread_indices(n: int, limit: int | None, skip: int = 0) -> tuple[int, ...]:
+    """``limit`` task indices out of ``skip..n-1``, spread evenly (all of them when ``limit`` is None or larger).
+
+    Task lists are sorted by id, which groups task types (ALFWorld's first ten tasks are all
+    ``look_at_obj_in_light``), so a limit takes evenly spaced tasks from the first to the last
+    (``numpy.linspace`` rounded) rather than the first ones.
+    """
+    count = max(0, n - skip)
+    if limit is None or limit >= count:
+        return tuple(range(skip, n))
+    if limit <= 1:
+        return (skip,) if limit == 1 else ()
+    return tuple(skip + int(float(np.round(i * (count - 1) / (limit - 1)))) for i in range(limit))
 
 
 @dataclass(frozen=True)

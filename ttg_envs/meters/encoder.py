@@ -57,6 +57,9 @@ class EncoderConfig:
             steps were taken, which is what step-quality judgements need.
         hidden: width of the projection, the GRU and the head.
         include_system: also read the agent's system prompt as part of the task segment.
+        drop_reasoning: leave ``<think>...</think>`` blocks out of the agent's messages, so the
+            segment budget goes to the action and what the environment answered (with ReAct
+            messages the reasoning otherwise fills most of ``max_segment_tokens``).
     """
 
     window: int | None = 3
@@ -65,14 +68,22 @@ class EncoderConfig:
     task_pattern: str | None = None
     hidden: int = 64
     include_system: bool = False
+    drop_reasoning: bool = True
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
 Segment = tuple[str, str]
 
 
-def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool = False) -> list[str]:
-    """The task segment, then one segment per assistant action with the observations after it."""
+_REASONING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+
+
+def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool = False,
+                     drop_reasoning: bool = False) -> list[str]:
+    """The task segment, then one segment per assistant action with the observations after it.
+
+    ``drop_reasoning`` removes ``<think>...</think>`` blocks (an unclosed one to the end) from agent messages.
+    """
     segments: list[str] = [""]
     for message in history:
         role = message.get("role")
@@ -81,6 +92,8 @@ def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool 
             if include_system:
                 segments[0] = f"{segments[0]}\n{text}".strip()
         elif role == "assistant":
+            if drop_reasoning:
+                text = _REASONING.sub("", text).strip()
             segments.append(f"[agent] {text}")
         elif len(segments) == 1:
             segments[0] = f"{segments[0]}\n{text}".strip()
@@ -177,7 +190,8 @@ class EncoderMeter(CachedMeter):
         safetensors_torch = require("safetensors.torch", "hf")
         path = Path(path)
         saved = json.loads((path / METER_CONFIG).read_text())
-        config = EncoderConfig(**saved["encoder"])
+        # Meters saved before drop_reasoning existed read the reasoning too.
+        config = EncoderConfig(**{"drop_reasoning": False, **saved["encoder"]})
         backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
         model = build_model(backbone, config.hidden)
@@ -201,7 +215,7 @@ class EncoderMeter(CachedMeter):
     # ------------------------------------------------------------------ inference
     def segments(self, history: History) -> list[Segment]:
         """The (task statement, segment) pairs the meter reads for ``history``."""
-        texts = history_segments(history, self.config.include_system)
+        texts = history_segments(history, self.config.include_system, self.config.drop_reasoning)
         task = self._task(task_statement(texts[0], self.config.task_pattern))
         return [(task, text) for text in texts]
 

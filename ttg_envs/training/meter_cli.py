@@ -33,9 +33,11 @@ def parse_policy(spec: str) -> tuple[str, dict[str, Any], str]:
 
 
 def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, policies: Sequence[str], out: Path, *,
-                         limit: int | None = None, seed: int = 0, workers: int = 1, plan_lengths: bool = False) -> list[Path]:
+                         limit: int | None = None, tasks: Sequence[int] | None = None, seed: int = 0, workers: int = 1,
+                         plan_lengths: bool = False) -> list[Path]:
     """Record one episode per task and policy on ``split``; returns the trajectory files (one per policy).
 
+    The tasks are ``tasks`` (indices) when given, else ``limit`` tasks spread over the split.
     Work goes task by task, every policy playing the task in the same env, so each game loads
     once (loading dominates the cost of short episodes); tasks are spread over ``workers``
     processes. A policy's RNG seed is ``seed * 1_000_003 + task index``, as in ``ttg rollout``.
@@ -46,16 +48,18 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     from multiprocessing import get_context
 
     import gymnasium as gym
-    import numpy as np
     from tqdm.auto import tqdm
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
+    from ..eval.rollout import spread_indices
+
     probe = gym.make(env_id, **{"split": split, **env_kwargs})
     n = probe.unwrapped.num_tasks
     probe.close()
-    # Task lists are sorted by id, which groups task types: a limit takes tasks spread evenly.
-    indices = list(range(n)) if limit is None or limit >= n else np.linspace(0, n - 1, limit).round().astype(int).tolist()
+    indices = list(spread_indices(n, limit)) if tasks is None else [int(i) for i in tasks]
+    if any(not 0 <= i < n for i in indices):
+        raise ValueError(f"task indices must lie in 0..{n - 1} for split {split!r}; got {indices}")
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{split}-{parse_policy(spec)[2]}.jsonl" for spec in policies]
     for path in paths:
@@ -122,6 +126,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="scripted policies as name[:eps] (default: %(default)s)")
     p.add_argument("--trajectories", nargs="+", help="read these trajectory files instead of recording")
     p.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    p.add_argument("--tasks", type=int, nargs="+", default=None, help="these task indices instead of --limit")
     p.add_argument("--workers", type=int, default=2, help="rollout processes (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -141,6 +146,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="encoder: head learning rate")
     p.add_argument("--backbone-lr", type=float, default=None, help="encoder: backbone learning rate (default 5e-4 tiny, 0 = frozen otherwise)")
     p.add_argument("--hidden", type=int, default=64, help="encoder head / tiny model width (default: %(default)s)")
+    p.add_argument("--window", type=int, default=3, help="encoder: action segments read after the task (0: all; default: %(default)s)")
+    p.add_argument("--segment-tokens", type=int, default=40, help="encoder: tokens read per segment (default: %(default)s)")
+    p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-examples", type=int, default=None, help="causal: subsample SFT prefixes")
     p.add_argument("--max-prompt-tokens", type=int, default=None, help="causal: meter prompt budget (default 384 tiny, 6144 otherwise)")
@@ -166,7 +174,7 @@ def train_main(argv: Sequence[str]) -> int:
         paths = [Path(p) for p in args.trajectories]
     else:
         paths = collect_trajectories(args.env, json.loads(args.env_kwargs), args.split, args.policies, out / "trajectories",
-                                     limit=args.limit, seed=args.seed, workers=args.workers)
+                                     limit=args.limit, tasks=args.tasks, seed=args.seed, workers=args.workers)
     timings["record_s"] = time.perf_counter() - start
     trajectories = load_trajectories(paths)
     train, val = split_trajectories(trajectories, args.val_fraction, seed=args.seed)
@@ -214,11 +222,12 @@ def _train_encoder(name: str, train: list, args: argparse.Namespace, device: str
     )
     from .meter_regression import RegressionConfig, train_encoder_meter
 
-    config = EncoderConfig(hidden=args.hidden, task_pattern=TASK_PATTERNS.get(args.env))
+    config = EncoderConfig(hidden=args.hidden, task_pattern=TASK_PATTERNS.get(args.env), window=args.window or None,
+                           max_segment_tokens=args.segment_tokens, drop_reasoning=not args.keep_reasoning)
     if name == "tiny":
         from .tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
-        texts = [s for t in train for s in history_segments(t.messages)]
+        texts = [s for t in train for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)]
         tokenizer = train_wordpiece_tokenizer(texts)
         max_tokens = config.max_task_tokens + config.max_segment_tokens + 3
         backbone = tiny_encoder(tokenizer, hidden=args.hidden, max_tokens=max_tokens, seed=args.seed)
@@ -317,7 +326,7 @@ def eval_main(argv: Sequence[str]) -> int:
     else:
         for split in args.splits:
             sets[split] = load_trajectories(collect_trajectories(
-                args.env, env_kwargs, split, args.policies, out / "trajectories", limit=args.limit, seed=args.seed,
+                args.env, env_kwargs, split, args.policies, out / "trajectories", limit=args.limit, tasks=args.tasks, seed=args.seed,
                 workers=args.workers, plan_lengths=args.labels != "none"))
     reports = {}
     timings = {}
