@@ -94,7 +94,7 @@ def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool 
         elif role == "assistant":
             if drop_reasoning:
                 text = _REASONING.sub("", text).strip()
-            segments.append(f"[agent] {text}")
+            segments.append(f"[agent] {text}".rstrip())
         elif len(segments) == 1:
             segments[0] = f"{segments[0]}\n{text}".strip()
         else:
