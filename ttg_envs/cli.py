@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("--meter", default=None, help="use this meter instead of training one")
     de.add_argument("--tasks", type=int, default=10, help="evaluated tasks per split (default: %(default)s)")
     de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
-    de.add_argument("--meter-tasks", type=int, default=30, help="tasks the meter trains on (default: %(default)s)")
-    de.add_argument("--epochs", type=int, default=8, help="meter training epochs (default: %(default)s)")
+    de.add_argument("--meter-tasks", type=int, default=90, help="tasks the meter trains on (default: %(default)s)")
+    de.add_argument("--epochs", type=int, default=10, help="meter training epochs (default: %(default)s)")
     de.set_defaults(func=_demo)
 
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)

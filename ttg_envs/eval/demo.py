@@ -1,10 +1,15 @@
 """``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts.
 
-Offline and on a CPU by default: bundled ALFWorld tasks, the scripted noisy expert (eps 0.75) as
-the actor (an honest stand-in for a sampled LLM, not an LLM: the planner's action with probability
-0.25, a random admissible command otherwise; at eps 0.5 every condition already succeeds on every
-task, so only steps could differ), and a small encoder meter trained on trajectories of four
-scripted policies. Flags swap in real actors and meters. The meter trains on the ``train`` split when it is bundled; otherwise on
+Offline and on a CPU by default:
+
+- tasks: the bundled ALFWorld games; the meter trains on 90 tasks spread over ``train`` and each
+  valid split evaluates 10 tasks spread over it (every task type appears);
+- meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of four
+  scripted policies of different quality, recorded through ``TokenCounter``;
+- actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
+  (the planner's action with probability 0.25, a random admissible command otherwise).
+
+Flags swap in real actors and meters. If the meter split is missing the meter trains on
 ``valid_seen`` tasks that the evaluation does not use (said so on the console and in the report).
 """
 

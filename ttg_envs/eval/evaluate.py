@@ -89,7 +89,7 @@ def run_eval_job(job: EvalJob, progress: Callable[[int], None] | None = None) ->
 
     plain = TokenCounter(gym.make(job.env_id, **job.env_kwargs))
     needs_meter = any(parse_condition(c)[0] == "guided" for c in job.conditions)
-    metered = ProgressMeterWrapper(plain, load_meter(job.meter)) if needs_meter else None
+    metered = ProgressMeterWrapper(plain, _meter(job.meter, load_meter)) if needs_meter else None
     results = []
     for index in job.task_indices:
         for condition in job.conditions:
@@ -103,11 +103,21 @@ def run_eval_job(job: EvalJob, progress: Callable[[int], None] | None = None) ->
     return results
 
 
+def _meter(spec: Any, load: Callable[[Any], Any]) -> Any:
+    """A meter loaded once per process (jobs are per task, so a worker sees the same spec many times)."""
+    if not isinstance(spec, str):
+        return spec
+    if ("meter", spec) not in _LOADED:
+        _LOADED[("meter", spec)] = load(spec)
+    return _LOADED[("meter", spec)]
+
+
 def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str], actor: str, *, seeds: Sequence[int],
                     meter: Any = None, env_kwargs: dict[str, Any] | None = None,
                     actor_kwargs: dict[str, Any] | None = None, tasks: dict[str, Sequence[int]] | None = None,
                     limit: int | None = None, chunks: int = 1) -> list[EvalJob]:
-    """Jobs over each split's tasks (``tasks[split]``, else ``limit`` spread over the split), cut into ``chunks`` per split.
+    """Jobs over each split's tasks (``tasks[split]``, else ``limit`` spread over the split), cut into ``chunks`` per split
+    (at most one job per task).
 
     ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it.
     """
@@ -128,9 +138,10 @@ def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str
             n = probe.unwrapped.num_tasks
             probe.close()
             indices = spread_indices(n, limit)
-        for part in range(max(1, chunks)):
+        parts = max(1, min(chunks, len(indices)))
+        for part in range(parts):
             # Strided chunks balance long and short tasks across workers.
-            chunk = indices[part::max(1, chunks)]
+            chunk = indices[part::parts]
             if chunk:
                 jobs.append(EvalJob(env_id, kwargs, tuple(conditions), tuple(seeds), actor, dict(actor_kwargs or {}),
                                     chunk, meter))
@@ -141,9 +152,12 @@ def evaluate(env_id: str, splits: Sequence[str], conditions: Sequence[str], acto
              meter: Any = None, workers: int = 1, **job_kwargs: Any) -> list[EpisodeResult]:
     """Run :func:`evaluation_jobs` over ``workers`` processes with one progress bar.
 
-    Results are sorted by split, condition, seed and task, whatever the number of workers.
+    With several workers every task is its own job: the bar moves task by task and a long task
+    does not hold up a whole chunk. Results are sorted by split, condition, seed and task,
+    whatever the number of workers.
     """
-    jobs = evaluation_jobs(env_id, splits, conditions, actor, seeds=seeds, meter=meter, chunks=workers, **job_kwargs)
+    chunks = 1 if workers <= 1 else 1_000_000  # evaluation_jobs caps chunks at one per task
+    jobs = evaluation_jobs(env_id, splits, conditions, actor, seeds=seeds, meter=meter, chunks=chunks, **job_kwargs)
     total = sum(len(j.task_indices) * len(j.conditions) * len(j.seeds) for j in jobs)
     with tqdm(total=total, desc="evaluate", unit="ep", disable=None) as bar:
         if workers <= 1:

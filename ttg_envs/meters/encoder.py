@@ -52,9 +52,10 @@ class EncoderConfig:
         task_pattern: a regular expression whose first group, searched in the task segment, is the
             task statement (e.g. ALFWorld's ``Your task is to: (.*)``); None: the task segment itself.
         window: the meter reads the task segment and the last ``window`` action segments (the
-            history cut from the left, the task always kept); None reads every segment. A short
-            window makes the estimate a function of the recent state rather than of how many
-            steps were taken, which is what step-quality judgements need.
+            history cut from the left, the task always kept); None (the default) reads every
+            segment, so the GRU can carry what happened long ago (an object picked up ten steps
+            back). With a window of 3 the meter forgot such events and ranked the candidate
+            actions of a guided selector worse than chance (see ``ttg demo``).
         hidden: width of the projection, the GRU and the head.
         include_system: also read the agent's system prompt as part of the task segment.
         drop_reasoning: leave ``<think>...</think>`` blocks out of the agent's messages, so the
@@ -62,8 +63,8 @@ class EncoderConfig:
             messages the reasoning otherwise fills most of ``max_segment_tokens``).
     """
 
-    window: int | None = 3
-    max_segment_tokens: int = 40
+    window: int | None = None
+    max_segment_tokens: int = 48
     max_task_tokens: int = 32
     task_pattern: str | None = None
     hidden: int = 64

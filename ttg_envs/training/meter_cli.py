@@ -44,7 +44,7 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     ``plan_lengths`` records the planner's plan length at every state (ALFWorld; step-quality
     labels for evaluation; it costs a planner call per step, slow after random actions).
     """
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
     import gymnasium as gym
@@ -65,15 +65,29 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
     job = (env_id, {"split": split, **env_kwargs}, tuple(policies), tuple(str(p) for p in paths), seed, plan_lengths)
-    chunks = [indices[i::max(1, workers)] for i in range(max(1, workers))]
     with tqdm(total=len(indices) * len(policies), desc=f"record {split}", unit="ep", disable=None) as bar:
         if workers <= 1:
             _record_tasks(job, indices, bar.update)
         else:
+            # One task per job: a task whose planner calls take minutes does not hold up a chunk.
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                for done in pool.map(_record_tasks, [job] * len(chunks), chunks):
-                    bar.update(done)
+                for future in as_completed([pool.submit(_record_tasks, job, [i]) for i in indices]):
+                    bar.update(future.result())
+    for path in paths:
+        _sort_by_task(path)
     return paths
+
+
+def _sort_by_task(path: Path) -> None:
+    """Rewrite ``path`` sorted by task id (workers append in completion order).
+
+    Trajectory ids are ``file:line``, so without this the train/held-out split would depend on timing.
+    """
+    if not path.exists():
+        return
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    lines.sort(key=lambda line: str(json.loads(line)["task"].get("id", "")))
+    path.write_text("".join(line + "\n" for line in lines))
 
 
 def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> int:
@@ -146,8 +160,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3, help="encoder: head learning rate")
     p.add_argument("--backbone-lr", type=float, default=None, help="encoder: backbone learning rate (default 5e-4 tiny, 0 = frozen otherwise)")
     p.add_argument("--hidden", type=int, default=64, help="encoder head / tiny model width (default: %(default)s)")
-    p.add_argument("--window", type=int, default=3, help="encoder: action segments read after the task (0: all; default: %(default)s)")
-    p.add_argument("--segment-tokens", type=int, default=40, help="encoder: tokens read per segment (default: %(default)s)")
+    p.add_argument("--window", type=int, default=0, help="encoder: read only the last N action segments after the task (default: 0, all)")
+    p.add_argument("--segment-tokens", type=int, default=48, help="encoder: tokens read per segment (default: %(default)s)")
     p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-examples", type=int, default=None, help="causal: subsample SFT prefixes")
