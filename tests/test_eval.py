@@ -109,3 +109,15 @@ def test_demo_plan_spreads_over_task_types_and_keeps_meter_tasks_out():
     split, meter, tasks, note = plan_tasks("ttg/ALFWorld-v0", {}, ["valid_seen"], "no-such-split", 12, 30)
     assert split == "valid_seen" and "unavailable" in note
     assert len(tasks["valid_seen"]) == 12 and not set(tasks["valid_seen"]) & set(meter)
+
+
+def test_ttg_demo_runs_end_to_end_at_tiny_scale(tmp_path):
+    # PaperSearchQA's bundled tasks load in milliseconds; ALFWorld's full demo is the README's main job.
+    code = main(["demo", "--env", "ttg/PaperSearchQA-v0", "--splits", "test", "--meter-split", "train", "--meter-tasks", "4",
+                 "--tasks", "2", "--seeds", "0", "1", "2", "--epochs", "1", "--workers", "1", "--out", str(tmp_path)])
+    assert code == 0
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert len(report["episodes"]) == 2 * 3 * 3  # tasks x conditions x seeds
+    assert report["config"]["meter"].endswith("meter") and (tmp_path / "meter-train" / "meter" / "meter.json").exists()
+    assert set(report["config"]["timings"]) >= {"meter_s", "evaluate_s", "total_s"}
+    assert "guided beats the other conditions" in (tmp_path / "demo.md").read_text()

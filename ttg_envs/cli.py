@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
     de.add_argument("--meter-tasks", type=int, default=90, help="tasks the meter trains on (default: %(default)s)")
     de.add_argument("--epochs", type=int, default=10, help="meter training epochs (default: %(default)s)")
+    de.add_argument("--meter-policies", nargs="+", default=None,
+                    help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
+                         "noisy_expert:0.5, noisy_expert:1)")
     de.set_defaults(func=_demo)
 
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)

@@ -62,12 +62,12 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
 
 
 def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_indices: Sequence[int], out: Path, *,
-                     seed: int, workers: int, epochs: int) -> Path:
-    """``ttg train-meter``: record the :data:`METER_POLICIES` on ``split`` (TokenCounter counts), train an encoder meter."""
+                     seed: int, workers: int, epochs: int, policies: Sequence[str] = METER_POLICIES) -> Path:
+    """``ttg train-meter``: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
     from ..training import meter_cli
 
     meter_cli.train_main(["--env", env_id, "--env-kwargs", json.dumps(env_kwargs), "--split", split,
-                          "--tasks", *map(str, meter_indices), "--policies", *METER_POLICIES, "--backbone", "encoder:tiny",
+                          "--tasks", *map(str, meter_indices), "--policies", *policies, "--backbone", "encoder:tiny",
                           "--epochs", str(epochs), "--seed", str(seed), "--workers", str(workers), "--out", str(out)])
     return out / "meter"
 
@@ -87,7 +87,8 @@ def run_demo(args: Any) -> int:
     if meter is None:
         print(note)
         meter = str(train_demo_meter(args.env, env_kwargs, meter_split, meter_indices, out / "meter-train",
-                                     seed=args.seeds[0], workers=args.workers, epochs=args.epochs))
+                                     seed=args.seeds[0], workers=args.workers, epochs=args.epochs,
+                                     policies=args.meter_policies or METER_POLICIES))
         timings["meter_s"] = time.perf_counter() - start
     else:
         note = "meter given with --meter"
