@@ -4,8 +4,9 @@ Each step draws ``tasks_per_step`` tasks, plays G rollouts of each through ``gym
 ``TokenCounter`` + ``ProgressMeterWrapper``, turns the episodes' info fields into step-level
 advantages (:mod:`.episode_advantages`, which calls :mod:`.credit`), and updates the policy with
 the token-mean clipped loss of :mod:`.actor_loss`. The ``dapo`` estimator adds DAPO's dynamic
-sampling (appendix B): more rollout batches until enough groups with varied rewards are found. One training row is one turn: the prompt h_t and
-the action's tokens, which all carry that step's advantage A_i w_{i,t}.
+sampling (appendix B): more rollout batches until enough groups with varied rewards are found.
+One training row is one turn: the prompt h_t and the action's tokens, which all carry that step's
+advantage A_i w_{i,t}.
 
 Every random draw of step k derives from ``(seed, k)``, so a run resumed from the checkpoint of
 step k repeats exactly the steps an uninterrupted run would take (same device and kernels).
