@@ -292,3 +292,12 @@ def test_recorded_files_are_sorted_by_task_whatever_the_worker_timing(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     _sort_by_task(path)
     assert [json.loads(line)["task"]["id"] for line in path.read_text().splitlines()] == ["train/t0", "train/t1", "train/t2"]
+
+
+def test_step_quality_counts_a_tie_as_wrong_and_decided_accuracy_sets_it_aside():
+    traj = parse_trajectory(record("c", [10, 10], True), "f:1")
+    traj.step_labels = [1, 1]
+    answers = {0: (True, 40), 1: (True, 40), 2: (True, 0)}  # deltas 0 (a tie) and +40
+    meter = ScriptedMeter(lambda h: answers[sum(m["role"] == "assistant" for m in h)])
+    report = evaluate_meter(meter, [traj], failure_cost=1000.0, progress=False)
+    assert report.step_quality_accuracy == 0.5 and report.decided_step_accuracy == 1.0 and report.steps["ties"] == 1

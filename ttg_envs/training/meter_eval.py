@@ -27,13 +27,18 @@ from .ttg_datasets import Trajectory, step_labels_from_plan_lengths
 
 @dataclass
 class MeterReport:
-    """What :func:`evaluate_meter` measured (accuracies in [0, 1], None where nothing counted)."""
+    """What :func:`evaluate_meter` measured (accuracies in [0, 1], None where nothing counted).
+
+    ``step_quality_accuracy`` counts a tie (no predicted change, e.g. failure predicted before and
+    after the step) as wrong; ``decided_step_accuracy`` is the accuracy over the other labelled steps.
+    """
 
     prefixes: int = 0
     valid_rate: float | None = None
     completion_accuracy: float | None = None
     token_accuracy: float | None = None
     step_quality_accuracy: float | None = None
+    decided_step_accuracy: float | None = None
     good_step_accuracy: float | None = None
     bad_step_accuracy: float | None = None
     balanced_step_accuracy: float | None = None
@@ -145,6 +150,8 @@ def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, 
                     if label != 0:
                         g["good" if label > 0 else "bad"].append(bool(np.sign(d) == label))
                         g["ties"].append(bool(d == 0))
+                        if d != 0:
+                            g["decided"].append(bool(np.sign(d) == label))
                     else:
                         g["neutral"].append(True)
     summaries = {key: _summarize(g) for key, g in groups.items()}
@@ -167,6 +174,7 @@ def _summarize(g: dict[str, list]) -> dict[str, Any]:
         "completion_accuracy": _mean(g.get("completion", [])),
         "token_accuracy": _mean(g.get("u", [])),
         "step_quality_accuracy": _mean(good + bad),
+        "decided_step_accuracy": _mean(g.get("decided", [])),
         "good_step_accuracy": good_acc,
         "bad_step_accuracy": bad_acc,
         "balanced_step_accuracy": (good_acc + bad_acc) / 2 if good_acc is not None and bad_acc is not None else None,
@@ -180,14 +188,16 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
     lines = [
-        "| set | prefixes | valid | completion acc | token acc u | step-quality acc | good / bad acc | steps good/bad/neutral (ties) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| set | prefixes | valid | completion acc | token acc u | step-quality acc | without ties | good / bad acc "
+        "| steps good/bad/neutral (ties) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in reports.items():
         s = r.steps
         lines.append(
             f"| {name} | {r.prefixes} | {pct(r.valid_rate)} | {pct(r.completion_accuracy)} | {pct(r.token_accuracy)} | "
-            f"{pct(r.step_quality_accuracy)} | {pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)} | "
+            f"{pct(r.step_quality_accuracy)} | {pct(r.decided_step_accuracy)} | {pct(r.good_step_accuracy)} / "
+            f"{pct(r.bad_step_accuracy)} | "
             f"{s.get('good', 0)}/{s.get('bad', 0)}/{s.get('neutral', 0)} ({s.get('ties', 0)}) |"
         )
     return "\n".join(lines)
