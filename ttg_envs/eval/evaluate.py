@@ -7,6 +7,7 @@ their ``policy`` field holds the condition.
 
 from __future__ import annotations
 
+import os
 import re
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -104,12 +105,18 @@ def run_eval_job(job: EvalJob, progress: Callable[[int], None] | None = None) ->
 
 
 def _meter(spec: Any, load: Callable[[Any], Any]) -> Any:
-    """A meter loaded once per process (jobs are per task, so a worker sees the same spec many times)."""
+    """A meter loaded once per process (jobs are per task, so a worker sees the same spec many times).
+
+    A saved folder is keyed by its ``meter.json`` modification time too, so a meter retrained at
+    the same path is loaded again.
+    """
     if not isinstance(spec, str):
         return spec
-    if ("meter", spec) not in _LOADED:
-        _LOADED[("meter", spec)] = load(spec)
-    return _LOADED[("meter", spec)]
+    config = os.path.join(spec, "meter.json")
+    key = ("meter", spec, os.path.getmtime(config) if os.path.exists(config) else None)
+    if key not in _LOADED:
+        _LOADED[key] = load(spec)
+    return _LOADED[key]
 
 
 def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str], actor: str, *, seeds: Sequence[int],
