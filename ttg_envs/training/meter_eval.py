@@ -188,8 +188,8 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
     lines = [
-        "| set | prefixes | valid | completion acc | token acc u | step-quality acc | without ties | good / bad acc "
-        "| steps good/bad/neutral (ties) |",
+        ("| set | prefixes | valid | completion acc | token acc u | step-quality acc | without ties | good / bad acc "
+         "| steps good/bad/neutral (ties) |"),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in reports.items():
