@@ -202,10 +202,10 @@ def train_main(argv: Sequence[str]) -> int:
     else:
         raise SystemExit(f"--backbone must start with encoder: or causal:, got {args.backbone!r}")
     timings["train_s"] = time.perf_counter() - start
-    from ..wrappers.progress_meter import DEFAULT_FAILURE_COST, FAILURE_COSTS
+    from ..wrappers.progress_meter import failure_cost_for
     from .meter_eval import evaluate_meter
 
-    failure_cost = float(FAILURE_COSTS.get(args.env, DEFAULT_FAILURE_COST))
+    failure_cost = failure_cost_for(args.env)
     held_out = evaluate_meter(meter, val, failure_cost=failure_cost).to_dict() if val else None
     report = {
         "backbone": args.backbone,
@@ -324,7 +324,7 @@ def eval_main(argv: Sequence[str]) -> int:
     args = eval_parser().parse_args(list(argv))
     device = _setup(args)
     from ..meters.loading import load_meter
-    from ..wrappers.progress_meter import DEFAULT_FAILURE_COST, FAILURE_COSTS
+    from ..wrappers.progress_meter import failure_cost_for
     from .meter_eval import evaluate_meter, label_alfworld, markdown_report
     from .ttg_datasets import load_trajectories
 
@@ -332,7 +332,7 @@ def eval_main(argv: Sequence[str]) -> int:
     env_kwargs = json.loads(args.env_kwargs)
     kwargs = {"device": device} if not args.meter.startswith(("openai:", "vllm:")) else {}
     meter = load_meter(args.meter, **kwargs)
-    failure_cost = args.failure_cost or float(FAILURE_COSTS.get(args.env, DEFAULT_FAILURE_COST))
+    failure_cost = args.failure_cost or failure_cost_for(args.env)
     sets: dict[str, list] = {}
     if args.trajectories:  # one report per split the recorded tasks belong to
         for traj in load_trajectories(args.trajectories):

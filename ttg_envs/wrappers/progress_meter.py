@@ -19,16 +19,12 @@ import numpy as np
 from ..core import Generation
 from ..meters.base import Estimate, ProgressMeter
 from ..training.credit import step_costs
+from ..training.paper_settings import PAPER_SETTINGS
 from .branching import BranchableWrapper, Trial, branch
 
-#: Failure cost C per env (paper table 4); any other env gets :data:`DEFAULT_FAILURE_COST`.
-FAILURE_COSTS: dict[str, float] = {
-    "ttg/ALFWorld-v0": 16384,
-    "ttg/PaperSearchQA-v0": 6144,
-    "ttg/AWM-v0": 16384,
-    "ttg/BFCL-v0": 16384,
-    "ttg/Tau2-v0": 16384,
-}
+#: Failure cost C per env, from the table 4 settings the trainer uses too; any other env gets
+#: :data:`DEFAULT_FAILURE_COST`.
+FAILURE_COSTS: dict[str, float] = {env_id: s.failure_cost for env_id, s in PAPER_SETTINGS.items()}
 DEFAULT_FAILURE_COST = 16384.0
 
 
@@ -44,10 +40,15 @@ def anchored_cost(success: bool, failure_cost: float) -> float:
     return float(step_costs([], [], success, failure_cost)[-1])
 
 
+def failure_cost_for(env_id: str | None) -> float:
+    """C for the registered id ``env_id`` from paper table 4 (16384 when unknown)."""
+    return float(FAILURE_COSTS.get(env_id, DEFAULT_FAILURE_COST))
+
+
 def default_failure_cost(env: gym.Env) -> float:
     """C for ``env`` from paper table 4, by its registered id (16384 when unknown)."""
     spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
-    return float(FAILURE_COSTS.get(getattr(spec, "id", None), DEFAULT_FAILURE_COST))
+    return failure_cost_for(getattr(spec, "id", None))
 
 
 class ProgressMeterWrapper(BranchableWrapper):
