@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
 
 
 class MissingExtraError(ImportError):
@@ -18,3 +20,16 @@ def require(module: str, extra: str) -> ModuleType:
         raise MissingExtraError(
             f"{module!r} is not installed; it comes with the {extra!r} extra: pip install 'ttg-envs[{extra}]'"
         ) from exc
+
+
+def lazy_attributes(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports ``name`` from ``modules[name]`` (relative to ``package``) on first use.
+
+    Packages use it for classes whose modules import heavy backends (torch, vLLM, HTTP clients).
+    """
+    def __getattr__(name: str) -> Any:
+        if name in modules:
+            return getattr(importlib.import_module(modules[name], package), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

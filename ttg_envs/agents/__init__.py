@@ -5,6 +5,7 @@ backends are imported on first use. ``NaturalSelector`` (k=1), ``RandomSelector`
 ``GuidedSelector`` (best-of-k by the progress meter) turn an actor into a rollout policy.
 """
 
+from .._optional import lazy_attributes
 from .base import Actor, ChatActor, SamplingParams
 from .loading import load_actor
 from .scripted import ScriptedActor
@@ -28,9 +29,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -6,6 +6,7 @@ Backends (imported on first use): ``TransformersMeter`` (generative, batched gre
 ``EncoderMeter`` (encoder + regression head, CPU friendly) and ``ScriptedMeter`` (a function).
 """
 
+from .._optional import lazy_attributes
 from .answer import ANSWER_PREFIX, format_answer, parse_answer
 from .base import (
     CachedMeter,
@@ -51,9 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
