@@ -1,4 +1,4 @@
-"""Shared fixtures: the tiny hand-written ALFWorld game and bundled-split envs."""
+"""Shared fixtures: the tiny hand-written ALFWorld game, bundled-split envs, one torch thread."""
 
 from __future__ import annotations
 
@@ -24,3 +24,13 @@ def tiny_env():
     env = gym.make("ttg/ALFWorld-v0", game_files=str(TINY_GAME))
     yield env
     env.close()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test: tiny models on a shared 2-core machine run far faster so."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -19,13 +19,7 @@ from ttg_envs.training.tiny_models import (
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models on a shared 2-core machine run far faster on one thread.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def episode(turns: int, seed: int = 0) -> list[dict]:
