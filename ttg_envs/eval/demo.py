@@ -33,12 +33,15 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
     by id, which groups types). If ``meter_split`` is missing the meter trains on ``valid_seen``
     tasks, and the valid_seen evaluation spreads over the tasks the meter never saw.
     """
+    from functools import cache
+
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
     from .rollout import spread_indices
 
+    @cache
     def count(split: str) -> int:
         env = gym.make(env_id, **{**env_kwargs, "split": split})
         n = env.unwrapped.num_tasks

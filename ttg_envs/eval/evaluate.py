@@ -122,9 +122,9 @@ def _meter(spec: Any, load: Callable[[Any], Any]) -> Any:
 def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str], actor: str, *, seeds: Sequence[int],
                     meter: Any = None, env_kwargs: dict[str, Any] | None = None,
                     actor_kwargs: dict[str, Any] | None = None, tasks: dict[str, Sequence[int]] | None = None,
-                    limit: int | None = None, chunks: int = 1) -> list[EvalJob]:
+                    limit: int | None = None, chunks: int | None = 1) -> list[EvalJob]:
     """Jobs over each split's tasks (``tasks[split]``, else ``limit`` spread over the split), cut into ``chunks`` per split
-    (at most one job per task).
+    (at most one job per task; None: one job per task).
 
     ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it.
     """
@@ -145,7 +145,7 @@ def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str
             n = probe.unwrapped.num_tasks
             probe.close()
             indices = spread_indices(n, limit)
-        parts = max(1, min(chunks, len(indices)))
+        parts = max(1, len(indices) if chunks is None else min(chunks, len(indices)))
         for part in range(parts):
             # Strided chunks balance long and short tasks across workers.
             chunk = indices[part::parts]
@@ -163,8 +163,8 @@ def evaluate(env_id: str, splits: Sequence[str], conditions: Sequence[str], acto
     does not hold up a whole chunk. Results are sorted by split, condition, seed and task,
     whatever the number of workers.
     """
-    chunks = 1 if workers <= 1 else 1_000_000  # evaluation_jobs caps chunks at one per task
-    jobs = evaluation_jobs(env_id, splits, conditions, actor, seeds=seeds, meter=meter, chunks=chunks, **job_kwargs)
+    jobs = evaluation_jobs(env_id, splits, conditions, actor, seeds=seeds, meter=meter,
+                           chunks=1 if workers <= 1 else None, **job_kwargs)
     total = sum(len(j.task_indices) * len(j.conditions) * len(j.seeds) for j in jobs)
     with tqdm(total=total, desc="evaluate", unit="ep", disable=None) as bar:
         if workers <= 1:

@@ -30,9 +30,7 @@ def spread_indices(n: int, limit: int | None, skip: int = 0) -> tuple[int, ...]:
     count = max(0, n - skip)
     if limit is None or limit >= count:
         return tuple(range(skip, n))
-    if limit <= 1:
-        return (skip,) if limit == 1 else ()
-    return tuple(skip + int(float(np.round(i * (count - 1) / (limit - 1)))) for i in range(limit))
+    return tuple(skip + int(i) for i in np.linspace(0, count - 1, max(0, limit)).round())
 
 
 @dataclass(frozen=True)
