@@ -279,16 +279,6 @@ def test_train_meter_causal_tiny(tiny_game, tmp_path):
     assert isinstance(load_meter(str(tmp_path / "run" / "meter")), TransformersMeter)
 
 
-def test_recorded_files_are_sorted_by_task_whatever_the_worker_timing(tmp_path):
-    from ttg_envs.training.meter_cli import _sort_by_task
-
-    path = tmp_path / "train-expert.jsonl"
-    rows = [{"task": {"id": f"train/t{i}"}, "messages": []} for i in (2, 0, 1)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    _sort_by_task(path)
-    assert [json.loads(line)["task"]["id"] for line in path.read_text().splitlines()] == ["train/t0", "train/t1", "train/t2"]
-
-
 def test_step_quality_counts_a_tie_as_wrong_and_decided_accuracy_sets_it_aside():
     traj = parse_trajectory(record("c", [10, 10], True), "f:1")
     traj.step_labels = [1, 1]

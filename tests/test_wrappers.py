@@ -118,3 +118,15 @@ def test_torn_line_is_skipped_and_terminated(tmp_path):
     with pytest.warns(UserWarning, match="torn"):
         assert [r["episode"] for r in read_trajectories(path)] == [0, 2]
     assert json.loads(path.read_text().splitlines()[-1]) == {"episode": 2}
+
+
+def test_sort_by_task_puts_episodes_in_task_order_whatever_the_worker_timing(tmp_path):
+    from ttg_envs.wrappers.recorder import sort_by_task
+
+    path = tmp_path / "train-expert.jsonl"
+    rows = [{"task": {"id": f"train/t{i}"}, "messages": [], "n": n} for n, i in enumerate((2, 0, 1, 0))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"task": {"id": "torn')
+    with pytest.warns(UserWarning, match="torn"):
+        sort_by_task(path)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["task"]["id"], r["n"]) for r in records] == [("train/t0", 1), ("train/t0", 3), ("train/t1", 2), ("train/t2", 0)]

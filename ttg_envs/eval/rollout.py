@@ -15,6 +15,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..wrappers import TokenCounter, TrajectoryRecorder
+from ..wrappers.recorder import sort_by_task
 
 #: A policy maps an env (any wrapper stack) to the assistant text of its next step.
 Policy = Callable[[gym.Env], str]
@@ -111,6 +112,8 @@ def run_jobs(jobs: Sequence[RolloutJob], make_policy: Callable[..., Policy], *, 
                     part = fut.result()
                     bar.update(len(part))
                     results.extend(part)
+        for path in dict.fromkeys(j.record_path for j in jobs if j.record_path and os.path.exists(j.record_path)):
+            sort_by_task(path)  # workers appended in completion order
         return results
 
 

@@ -53,6 +53,7 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     import ttg_envs  # noqa: F401  (registers the ids)
 
     from ..eval.rollout import spread_indices
+    from ..wrappers.recorder import sort_by_task
 
     probe = gym.make(env_id, **{"split": split, **env_kwargs})
     n = probe.unwrapped.num_tasks
@@ -74,20 +75,9 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
                 for future in as_completed([pool.submit(_record_tasks, job, [i]) for i in indices]):
                     bar.update(future.result())
     for path in paths:
-        _sort_by_task(path)
+        if path.exists():
+            sort_by_task(path)
     return paths
-
-
-def _sort_by_task(path: Path) -> None:
-    """Rewrite ``path`` sorted by task id (workers append in completion order).
-
-    Trajectory ids are ``file:line``, so without this the train/held-out split would depend on timing.
-    """
-    if not path.exists():
-        return
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    lines.sort(key=lambda line: str(json.loads(line)["task"].get("id", "")))
-    path.write_text("".join(line + "\n" for line in lines))
 
 
 def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> int:

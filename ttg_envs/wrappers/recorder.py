@@ -117,3 +117,24 @@ def read_trajectories(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 warnings.warn(f"{path}:{lineno}: skipping a torn or corrupt line", stacklevel=2)
+
+
+def sort_by_task(path: str | os.PathLike) -> None:
+    """Rewrite a trajectory file with its episodes in task-id order (stable; torn lines dropped with a warning).
+
+    Parallel workers append in completion order; trajectory ids are ``file:line``, so a file
+    written by several processes needs this before anything (a train/held-out split) relies on them.
+    """
+    keyed = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                task_id = str(json.loads(line).get("task", {}).get("id", ""))
+            except json.JSONDecodeError:
+                warnings.warn(f"{path}:{lineno}: dropping a torn or corrupt line", stacklevel=2)
+                continue
+            keyed.append((task_id, line if line.endswith("\n") else line + "\n"))
+    keyed.sort(key=lambda pair: pair[0])
+    Path(path).write_text("".join(line for _, line in keyed), encoding="utf-8")
