@@ -7,9 +7,12 @@
   the ground-truth run's) and ``response_checker`` (every ground-truth result among the model's
   results so far). The env runs them when each turn ends instead of replaying the whole episode.
 
-``ast_checker`` imports bfcl-eval's model registry, which imports every provider SDK; it only reads
-``MODEL_CONFIG_MAPPING[model].underscore_to_dot`` (for dotted function names), so the import runs
-with a one-entry stand-in registry that is removed from ``sys.modules`` right after.
+``ast_checker`` and ``eval_runner`` import bfcl-eval's model registry, which imports every provider
+SDK; they only read ``MODEL_CONFIG_MAPPING[model].underscore_to_dot`` (for dotted function names),
+so they are imported with a stand-in registry (the env's two checker models) that is removed from
+``sys.modules`` right after. Official scoring uses :data:`CHECKER_MODEL` (dotted names, as bfcl-eval
+scores the local prompting and Qwen-FC handlers); lenient scoring :data:`LENIENT_CHECKER_MODEL`
+(tools shown with ``_`` for ``.``, scored with ``underscore_to_dot``, as for OpenAI-style FC models).
 """
 
 from __future__ import annotations
@@ -23,36 +26,47 @@ from typing import Any, Mapping, Sequence
 from ...tools import ToolCall
 from .data import bfcl_module
 
-#: The model name passed to bfcl-eval's checkers ("ttg_envs" -> registry key "ttg/envs").
+#: The model name passed to bfcl-eval's checkers in official scoring ("ttg_envs" -> registry key "ttg/envs").
 CHECKER_MODEL = "ttg_envs"
+#: The model name of lenient scoring (registry key "ttg/envs/lenient", ``underscore_to_dot=True``).
+LENIENT_CHECKER_MODEL = "ttg_envs_lenient"
 _AST_MODULE = "bfcl_eval.eval_checker.ast_eval.ast_checker"
+_RUNNER_MODULE = "bfcl_eval.eval_checker.eval_runner"
 _REGISTRY_MODULE = "bfcl_eval.constants.model_config"
 
 
 @dataclass(frozen=True)
 class _CheckerConfig:
-    # Tools are exposed with dots replaced by "_" (see data.tool_name), so dotted names compare that way.
-    underscore_to_dot: bool = True
+    underscore_to_dot: bool
+
+
+def _import_with_stand_in_registry(name: str, registry: dict):
+    if name in sys.modules:
+        return sys.modules[name]
+    bfcl_module("bfcl_eval")
+    stand_in = types.ModuleType(_REGISTRY_MODULE)
+    stand_in.MODEL_CONFIG_MAPPING = registry
+    previous = sys.modules.get(_REGISTRY_MODULE)
+    sys.modules[_REGISTRY_MODULE] = stand_in
+    try:
+        return importlib.import_module(name)
+    finally:
+        if previous is None:
+            del sys.modules[_REGISTRY_MODULE]
+        else:
+            sys.modules[_REGISTRY_MODULE] = previous
 
 
 def _ast_module():
-    if _AST_MODULE in sys.modules:
-        module = sys.modules[_AST_MODULE]
-    else:
-        bfcl_module("bfcl_eval")
-        stand_in = types.ModuleType(_REGISTRY_MODULE)
-        stand_in.MODEL_CONFIG_MAPPING = {}
-        previous = sys.modules.get(_REGISTRY_MODULE)
-        sys.modules[_REGISTRY_MODULE] = stand_in
-        try:
-            module = importlib.import_module(_AST_MODULE)
-        finally:
-            if previous is None:
-                del sys.modules[_REGISTRY_MODULE]
-            else:
-                sys.modules[_REGISTRY_MODULE] = previous
-    module.MODEL_CONFIG_MAPPING.setdefault(CHECKER_MODEL.replace("_", "/"), _CheckerConfig())
+    module = _import_with_stand_in_registry(_AST_MODULE, {})
+    module.MODEL_CONFIG_MAPPING.setdefault(CHECKER_MODEL.replace("_", "/"), _CheckerConfig(underscore_to_dot=False))
+    module.MODEL_CONFIG_MAPPING.setdefault(LENIENT_CHECKER_MODEL.replace("_", "/"), _CheckerConfig(underscore_to_dot=True))
     return module
+
+
+def eval_runner_module():
+    """bfcl-eval's ``eval_runner`` (its per-entry evaluation functions), sharing ``ast_checker``'s registry."""
+    return _import_with_stand_in_registry(_RUNNER_MODULE, _ast_module().MODEL_CONFIG_MAPPING)
 
 
 def _language(category: str):
@@ -66,9 +80,10 @@ def _language(category: str):
 
 def check_single_turn(category: str, calls: Sequence[ToolCall] | None, functions: Sequence[Mapping[str, Any]],
                       ground_truth: Any) -> dict[str, Any]:
-    """The verdict ``{"valid": bool, ...}`` on one single-turn response.
+    """Lenient scoring's verdict ``{"valid": bool, ...}`` on one single-turn response's parsed calls.
 
-    ``calls`` is None when the response could not be decoded (malformed call markup).
+    ``calls`` is None when the response could not be parsed (malformed call markup). Official
+    scoring is :func:`~.harness.single_turn_verdict` (bfcl-eval's decode and per-entry evaluation).
     """
     decoded = bool(calls)
     if "irrelevance" in category:
@@ -85,7 +100,7 @@ def check_single_turn(category: str, calls: Sequence[ToolCall] | None, functions
         return {"valid": False, "error_type": "ast_decoder:decoder_failed", "error": ["Invalid syntax. Failed to decode AST."]}
     model_output = [{c.name: dict(c.arguments)} for c in calls]
     verdict = _ast_module().ast_checker(list(functions), model_output, ground_truth, _language(category), category,
-                                        CHECKER_MODEL)
+                                        LENIENT_CHECKER_MODEL)
     return dict(verdict)
 
 

@@ -132,17 +132,18 @@ def _category_tasks(category: str) -> tuple[BFCLTask, ...]:
     return tuple(BFCLTask(e["id"], category, e, plain[e["id"]], truth.get(e["id"])) for e in shown)
 
 
-def to_tool(doc: Mapping[str, Any]) -> Tool:
+def to_tool(doc: Mapping[str, Any], *, keep_dots: bool = False) -> Tool:
     """A BFCL function doc as an OpenAI-format tool.
 
     Types map with bfcl-eval's ``GORILLA_TO_OPENAPI`` (``dict`` -> ``object``, ``float`` -> ``number``,
     ``tuple`` -> ``array``...); ``any`` keeps no type, so any JSON value is accepted. Dots in names
-    become ``_`` as bfcl-eval does for function-calling models (OpenAI names allow no dots).
+    become ``_`` as bfcl-eval does for OpenAI-style function-calling models (OpenAI names allow no
+    dots) unless ``keep_dots``: bfcl-eval shows local models (prompting and Qwen-FC) the doc's names.
     """
     params = dict(doc.get("parameters") or {})
     params = _convert(params) if params else {"type": "object", "properties": {}}
     params["type"] = "object"
-    return Tool(tool_name(doc["name"]), doc.get("description", ""), params)
+    return Tool(doc["name"] if keep_dots else tool_name(doc["name"]), doc.get("description", ""), params)
 
 
 def tool_name(name: str) -> str:

@@ -15,6 +15,7 @@ from ...tools import (
     Tool,
     ToolCall,
     ToolEnv,
+    format_tool_responses,
     parse_tool_calls,
     render_tool_list,
     tool_index,
@@ -22,9 +23,20 @@ from ...tools import (
 from .backends import Backends
 from .checker import check_single_turn, check_turn
 from .data import BFCLTask, bfcl_module, load_tasks, to_tool, tool_name
+from .harness import (
+    MODEL_STYLES,
+    HarnessDecoder,
+    call_of_source,
+    execute_call_source,
+    single_turn_calls,
+    single_turn_verdict,
+    strip_reasoning,
+)
 
 #: bfcl-eval's per-turn limit on steps with calls (``MAXIMUM_STEP_LIMIT``); past it the entry fails.
 MAX_STEPS_PER_TURN = 20
+#: ``scoring=``: ``official`` (bfcl-eval's decode and verdicts) or ``lenient`` (the forgiving parser; README).
+SCORING_MODES = ("official", "lenient")
 
 
 @dataclass
@@ -52,10 +64,21 @@ class BFCLEnv(ToolEnv):
     reveal their held-out functions at the turn that adds them (new tools listed in that user
     message and in ``info["tools"]``).
 
+    With ``scoring="official"`` every verdict is the one bfcl-eval's harness gives the same text for
+    ``model_style`` (see :mod:`.harness`): its decoder reads the response (a multi-turn step it
+    cannot decode, or that decodes to no call, ends the turn, as in its inference loop), tools are
+    named as that style is scored (the docs' dotted names), and ``prompting`` also gets bfcl-eval's
+    own system prompt. ``scoring="lenient"`` is the forgiving parse the README lists departure by
+    departure (any call syntax, positional arguments, ``_`` for ``.``; a malformed multi-turn step
+    is an invalid step and the turn goes on).
+
     Args:
         categories: category or group names (``non_live``, ``live``, ``multi_turn``,
             ``hallucination``, ``all``) or a list of them; see :data:`~.data.CATEGORIES`.
         split: the same as ``categories`` (so ``ttg rollout --splits multi_turn live`` works).
+        scoring: ``official`` (default) or ``lenient``.
+        model_style: official scoring's model style: ``fc`` (default; Hermes ``<tool_call>`` blocks as
+            bfcl-eval's Qwen-FC handler reads them) or ``prompting`` (``[f(a=1)]``, bfcl-eval's prompt).
         max_steps: truncation limit over the whole episode.
         max_steps_per_turn: bfcl-eval's limit on steps within one user turn (20).
     """
@@ -66,11 +89,18 @@ class BFCLEnv(ToolEnv):
     check_argument_types = False
 
     def __init__(self, categories: str | Iterable[str] | None = None, *, split: str | Iterable[str] | None = None,
+                 scoring: str = "official", model_style: str = "fc",
                  max_steps: int | None = None, max_steps_per_turn: int = MAX_STEPS_PER_TURN,
                  render_mode: str | None = None):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if categories is not None and split is not None:
             raise ValueError("give categories or split, not both")
+        if scoring not in SCORING_MODES:
+            raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
+        if model_style not in MODEL_STYLES:
+            raise ValueError(f"model_style must be one of {MODEL_STYLES}, got {model_style!r}")
+        self.scoring = scoring
+        self.model_style = model_style
         self.tasks: list[BFCLTask] = load_tasks(categories or split or "all")
         self.max_steps_per_turn = int(max_steps_per_turn)
         self._task: BFCLTask | None = None
@@ -95,6 +125,30 @@ class BFCLEnv(ToolEnv):
         return self._episode.tools + [t for t in self._all_tools if t.name not in shown]
 
     @property
+    def official(self) -> bool:
+        """True when verdicts are bfcl-eval's harness verdicts (``scoring="official"``)."""
+        return self.scoring == "official"
+
+    @property
+    def system_prompt(self) -> str:
+        """Official ``prompting``: bfcl-eval's own system prompt (format, functions as JSON) and the
+        entry's system message; otherwise the instructions and the Qwen3 ``# Tools`` block."""
+        if not (self.official and self.model_style == "prompting"):
+            return super().system_prompt
+        utils = bfcl_module("bfcl_eval.model_handler.utils")
+        task = self._task
+        text = utils.formulate_system_prompt(utils.extract_prompt_format_from_id(task.id), copy.deepcopy(task.functions))
+        system = [m["content"] for m in task.turns[0] if m["role"] == "system"]
+        return f"{text}\n\n{system[0]}" if system else text
+
+    def scored_name(self, doc_name: str) -> str:
+        """The name a function is shown and scored under: the doc's own (official) or with ``_`` for ``.`` (lenient)."""
+        return doc_name if self.official else tool_name(doc_name)
+
+    def _to_tool(self, doc) -> Tool:
+        return to_tool(doc, keep_dots=self.official)
+
+    @property
     def instructions(self) -> str:
         """bfcl-eval's classic system-prompt text (persona, task, multi-turn behaviour) and the entry's own system message."""
         style = bfcl_module("bfcl_eval.constants.default_prompts").PROMPT_STYLE_TEMPLATES["classic"]
@@ -113,23 +167,26 @@ class BFCLEnv(ToolEnv):
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self._task = self.tasks[index]
         self._dotted_names = [doc["name"] for doc in task.functions if "." in doc["name"]]
-        self._all_tools = [to_tool(doc) for doc in task.functions]
-        self._all_tools += [to_tool(doc) for docs in task.held_out.values() for doc in docs]
+        self._all_tools = [self._to_tool(doc) for doc in task.functions]
+        self._all_tools += [self._to_tool(doc) for docs in task.held_out.values() for doc in docs]
         if task.multi_turn:
             entry = task.entry
             long_context = "long_context" in task.category
             self._episode = _Episode(
                 model=Backends(entry["involved_classes"], entry["initial_config"], long_context=long_context),
                 truth=Backends(entry["involved_classes"], entry["initial_config"], long_context=long_context),
-                tools=[to_tool(doc) for doc in task.functions],
+                tools=[self._to_tool(doc) for doc in task.functions],
             )
         else:
             self._episode = None
-            self._single_tools = [to_tool(doc) for doc in task.functions]
+            self._single_tools = [self._to_tool(doc) for doc in task.functions]
         return self._turn_text(0), {"tools": self.tools_info()}
 
     def parse_action(self, text: str) -> ParsedAction:
-        """Tool calls in any supported syntax; BFCL's dotted names (``math.factorial``) also resolve."""
+        """Official: the text itself (bfcl-eval's decoder reads it when it is applied). Lenient: tool
+        calls in any supported syntax; BFCL's dotted names (``math.factorial``) also resolve."""
+        if self.official:
+            return ParsedAction(text)
         index = tool_index(self.callable_tools)
         aliases = {name: index[tool_name(name)] for name in self._dotted_names if tool_name(name) in index}
         response = parse_tool_calls(text, {**aliases, **index})
@@ -138,7 +195,9 @@ class BFCLEnv(ToolEnv):
         calls = tuple(ToolCall(tool_name(c.name), c.arguments) if c.name in aliases else c for c in response.calls)
         return ParsedAction(replace(response, calls=calls))
 
-    def _apply(self, response: ParsedResponse) -> StepOutcome:
+    def _apply(self, response: ParsedResponse | str) -> StepOutcome:
+        if isinstance(response, str):
+            return self._apply_official(response)
         if self._episode is None:
             return self._score_single(response.calls, response)
         if response.calls:
@@ -191,15 +250,64 @@ class BFCLEnv(ToolEnv):
     def _score_single(self, calls, response: ParsedResponse | None) -> StepOutcome:
         task = self._task
         verdict = check_single_turn(task.category, calls, task.checker_functions, task.ground_truth)
+        return self._single_outcome(verdict, response)
+
+    def _single_outcome(self, verdict: dict[str, Any], response: ParsedResponse | None) -> StepOutcome:
         success = bool(verdict["valid"])
         observation = "The response was scored by BFCL's checker: " + ("correct." if success else "incorrect.")
         outcome = StepOutcome(observation=observation, reward=float(success), terminated=True, success=success,
                               info={"evaluation": verdict})
         if response is not None and response.calls:
-            turn = self._run_calls(response, lambda call: "Recorded for scoring (single-turn entries are not executed).")
-            outcome.assistant_message, outcome.messages = turn.assistant_message, turn.messages
-            outcome.action_valid, outcome.error = turn.valid, turn.error
+            if self.official:
+                results = ["Recorded for scoring (single-turn entries are not executed)."] * len(response.calls)
+                outcome.assistant_message, outcome.messages = self._transcript(response.content, response.calls, results)
+            else:
+                turn = self._run_calls(response, lambda call: "Recorded for scoring (single-turn entries are not executed).")
+                outcome.assistant_message, outcome.messages = turn.assistant_message, turn.messages
+                outcome.action_valid, outcome.error = turn.valid, turn.error
         return outcome
+
+    # ------------------------------------------------------------ official scoring
+    def _apply_official(self, text: str) -> StepOutcome:
+        task = self._task
+        if self._episode is None:
+            calls = single_turn_calls(task, text, self.model_style)
+            verdict = single_turn_verdict(task, text, self.model_style)
+            return self._single_outcome(verdict, ParsedResponse(text, tuple(calls), self.model_style))
+        # The harness's inference loop: a step it cannot decode, or that decodes to no call, ends the turn.
+        try:
+            sources = HarnessDecoder(self.model_style).decode_execute(strip_reasoning(text), False)
+        except Exception:
+            sources = []
+        utils = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+        if not isinstance(sources, list) or utils.is_empty_execute_response(sources):
+            return self._end_turn(ParsedResponse(text))
+        episode = self._episode
+        sources = [str(s) for s in sources]
+        results = [execute_call_source(s, episode.model.instances, episode.model.owner) for s in sources]
+        episode.call_steps += 1
+        episode.turn_steps += 1
+        episode.results.extend(results)
+        assistant, messages = self._transcript(text, [call_of_source(s) for s in sources], results)
+        if episode.call_steps <= self.max_steps_per_turn:
+            return StepOutcome(observation=format_tool_responses(results), assistant_message=assistant, messages=messages)
+        # Past the limit the harness stops the entry; on the last turn its record is still complete and graded.
+        if episode.turn == len(task.turns) - 1:
+            outcome = self._end_turn(ParsedResponse(text))
+        else:
+            verdict = {"valid": False, "error_type": "multi_turn:force_terminated",
+                       "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}."}
+            episode.verdicts.append(verdict)
+            outcome = StepOutcome(observation=f"Turn {episode.turn} went past {self.max_steps_per_turn} steps; the episode is over.",
+                                  terminated=True, info={"evaluation": verdict})
+        outcome.assistant_message, outcome.messages = assistant, messages + [{"role": "user", "content": outcome.observation}]
+        return outcome
+
+    def _transcript(self, content: str, calls, results: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        calls = [c.with_id(f"call_{self.elapsed_steps}_{i}") for i, c in enumerate(calls)]
+        assistant = {"role": "assistant", "content": content, "tool_calls": [c.openai() for c in calls]}
+        messages = [{"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r} for c, r in zip(calls, results)]
+        return assistant, messages
 
     # ------------------------------------------------------------ multi-turn
     def _tool_step(self, response: ParsedResponse) -> StepOutcome:
@@ -226,7 +334,11 @@ class BFCLEnv(ToolEnv):
         episode, task = self._episode, self._task
         index = episode.turn
         truth_calls = task.ground_truth[index]
-        truth_results = [episode.truth.execute(call) for call in self._truth_calls(truth_calls)]
+        if self.official:
+            truth = episode.truth
+            truth_results = [execute_call_source(call, truth.instances, truth.owner) for call in truth_calls]
+        else:
+            truth_results = [episode.truth.execute(call) for call in self._truth_calls(truth_calls)]
         verdict = check_turn(index, episode.model, episode.truth, episode.results, truth_results, truth_calls,
                              episode.call_steps)
         episode.verdicts.append(verdict)
@@ -241,7 +353,7 @@ class BFCLEnv(ToolEnv):
                                assistant_message=assistant)
         info: dict[str, Any] = {}
         if episode.turn in task.held_out:
-            episode.tools = episode.tools + [to_tool(doc) for doc in task.held_out[episode.turn]]
+            episode.tools = episode.tools + [self._to_tool(doc) for doc in task.held_out[episode.turn]]
             info["tools"] = self.tools_info()
         return StepOutcome(observation=self._turn_text(episode.turn), info=info, assistant_message=assistant)
 
@@ -249,7 +361,9 @@ class BFCLEnv(ToolEnv):
         task = self._task
         if index in task.held_out:
             prompts = bfcl_module("bfcl_eval.constants.default_prompts")
-            added = [to_tool(doc) for doc in task.held_out[index]]
+            if self.official and self.model_style == "prompting":
+                return prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(functions=task.held_out[index])
+            added = [self._to_tool(doc) for doc in task.held_out[index]]
             return f"{render_tool_list(added)}\n{prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC}"
         messages = [m for m in task.turns[index] if m["role"] != "system"]
         # The observation is what the user says last (live entries replay earlier assistant turns).

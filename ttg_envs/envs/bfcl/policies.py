@@ -5,10 +5,15 @@ ends the turn; for a single-turn entry it sends the calls built from the possibl
 acceptable value of each argument; an argument whose answers include "" is left out). Irrelevance
 entries get a reply without a call. ``gold_drop_last`` does the same but leaves out the episode's
 last ground-truth call, which must make the official checker fail.
+
+The call syntax follows the env: official ``fc`` gets Hermes ``<tool_call>`` blocks, official
+``prompting`` BFCL's ``[f(a=1)]`` (the ground-truth strings themselves in multi-turn), lenient any
+``style``; names are the ones the env scores (:meth:`BFCLEnv.scored_name`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...tools import CALL_STYLES, ToolCall, format_tool_calls
@@ -29,7 +34,7 @@ def _bfcl(env) -> BFCLEnv:
     return base
 
 
-def single_turn_calls(task: BFCLTask) -> list[ToolCall]:
+def single_turn_calls(task: BFCLTask, name=tool_name, source: bool = False) -> list[ToolCall]:
     """One call per possible-answer item, each argument at its first acceptable value.
 
     An argument whose answers include "" may be left out; it is, unless the doc marks it required.
@@ -39,12 +44,13 @@ def single_turn_calls(task: BFCLTask) -> list[ToolCall]:
     docs = {doc["name"]: doc.get("parameters") or {} for doc in task.checker_functions}
     calls = []
     for item in task.ground_truth:
-        (name, params), = item.items()
-        schema = docs.get(name, {})
+        (doc_name, params), = item.items()
+        schema = docs.get(doc_name, {})
         arguments = _pick(params, set(schema.get("required") or ()))
         if task.category in ("simple_java", "simple_javascript"):
-            arguments = {k: _source(v, (schema.get("properties") or {}).get(k, {}), task.category) for k, v in arguments.items()}
-        calls.append(ToolCall(tool_name(name), arguments))
+            arguments = {k: _source(v, (schema.get("properties") or {}).get(k, {}), task.category, source)
+                         for k, v in arguments.items()}
+        calls.append(ToolCall(name(doc_name), arguments))
     return calls
 
 
@@ -69,15 +75,29 @@ def _is_options(value: Any) -> bool:
     return isinstance(value, dict) and bool(value) and all(isinstance(v, list) for v in value.values())
 
 
-def _source(value: Any, schema: dict[str, Any], category: str) -> str:
+def _source(value: Any, schema: dict[str, Any], category: str, quote_strings: bool = False) -> str:
     kind = schema.get("type", "String")
+    if quote_strings and kind == "String" and isinstance(value, str):
+        return json.dumps(value)  # Java/JavaScript source of a String argument, for the source parsers
     if category == "simple_java":
         return java_literal(value, kind, (schema.get("items") or {}).get("type"))
     return js_literal(value, kind)
 
 
+def python_calls(calls: list[ToolCall], category: str = "") -> str:
+    """BFCL's ``[f(a=1)]`` for bfcl-eval's prompting decoder; Java/JavaScript source values are written as
+    double-quoted strings (its parsers strip the quotes) and any argument name is kept (``from=``)."""
+    if category in ("simple_java", "simple_javascript"):
+        return "[" + ", ".join(f"{c.name}({', '.join(f'{k}={v}' for k, v in c.arguments.items())})" for c in calls) + "]"
+    return format_tool_calls(calls, "python")
+
+
 class GoldPolicy:
-    """Replays the ground truth through ``env.step`` (see the module docstring)."""
+    """Replays the ground truth through ``env.step`` (see the module docstring).
+
+    ``style`` (``hermes``, ``json``, ``python``) is the call syntax under lenient scoring; official
+    scoring writes what its ``model_style`` reads.
+    """
 
     def __init__(self, style: str = "hermes", drop_last: bool = False):
         if style not in CALL_STYLES:
@@ -90,14 +110,20 @@ class GoldPolicy:
         """The next response for ``env``."""
         base = _bfcl(env)
         task = base.task_entry
+        prompting = base.official and base.model_style == "prompting"
+        style = "hermes" if base.official else self.style
+
+        def write(calls: list[ToolCall]) -> str:
+            return python_calls(calls, task.category) if prompting else format_tool_calls(calls, style)
+
         if not task.multi_turn:
             if task.ground_truth is None:
                 tools = base.tools
-                return format_tool_calls([ToolCall(tools[0].name)], self.style) if "relevance" == task.group else NO_CALL
-            calls = single_turn_calls(task)
+                return write([ToolCall(tools[0].name)]) if "relevance" == task.group else NO_CALL
+            calls = single_turn_calls(task, base.scored_name, source=prompting)
             if self.drop_last:
                 calls = calls[:-1]
-            return format_tool_calls(calls, self.style) if calls else NO_CALL
+            return write(calls) if calls else NO_CALL
         episode = base._episode
         truth = task.ground_truth
         if episode.call_steps:
@@ -105,7 +131,7 @@ class GoldPolicy:
         calls = base._truth_calls(truth[episode.turn])
         if self.drop_last and episode.turn == max(i for i, t in enumerate(truth) if t):
             calls = calls[:-1]
-        return format_tool_calls(calls, self.style) if calls else END_TURN
+        return write(calls) if calls else END_TURN
 
 
 #: Scripted policies by name, as ``ttg rollout --policies`` names them.
