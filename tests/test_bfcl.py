@@ -36,8 +36,8 @@ def play(env, policy):
     return info
 
 
-def sweep(group, policy):
-    env = BFCLEnv(group)
+def sweep(group, policy, **kwargs):
+    env = BFCLEnv(group, **kwargs)
     outcome = {}
     for i in range(env.num_tasks):
         env.reset(options={"task_index": i})
@@ -74,9 +74,21 @@ def test_ground_truth_wins_single_turn_entries(group):
         assert not any(dropped.values())
 
 
+def test_prompting_style_replays_the_ground_truth():
+    # bfcl-eval's prompting decoder ([f(a=1)], keyword arguments only) on the same ground truth.
+    gold = sweep("live", GoldPolicy(), model_style="prompting")
+    assert {k for k, v in gold.items() if not v} == {k for k in gold if k in UNSATISFIABLE}
+    env = BFCLEnv("multi_turn", model_style="prompting")
+    for i in range(0, 800, 25):
+        env.reset(options={"task_index": i})
+        assert play(env, GoldPolicy())["success"], env.task["id"]
+        env.reset(options={"task_index": i})
+        assert not play(env, GoldPolicy(drop_last=True))["success"], env.task["id"]
+
+
 @pytest.mark.parametrize("style", ["json", "python"])
-def test_every_call_syntax_replays_the_ground_truth(style):
-    env = BFCLEnv("multi_turn_miss_func")
+def test_every_call_syntax_replays_the_ground_truth_in_lenient_scoring(style):
+    env = BFCLEnv("multi_turn_miss_func", scoring="lenient")
     for i in range(0, 200, 20):
         env.reset(options={"task_index": i})
         assert play(env, GoldPolicy(style=style))["success"]
@@ -96,7 +108,7 @@ def test_miss_func_offers_held_out_functions_at_their_turn():
 
 
 def test_turns_are_observations_and_calls_are_tool_messages():
-    env = gym.make("ttg/BFCL-v0", categories="multi_turn_base")
+    env = gym.make("ttg/BFCL-v0", categories="multi_turn_base", scoring="lenient")
     obs, info = env.reset(options={"task_index": 0})
     assert obs == env.unwrapped.task_entry.turns[0][0]["content"] and info["tools"]
     obs, reward, terminated, _, info = env.step('<tool_call>{"name": "ls", "arguments": {}}</tool_call>'
@@ -110,19 +122,20 @@ def test_turns_are_observations_and_calls_are_tool_messages():
     assert env.unwrapped.turn in (0, 1)
 
 
-def test_irrelevance_scores_no_call():
-    env = BFCLEnv("irrelevance")
+@pytest.mark.parametrize("scoring", ["official", "lenient"])
+def test_irrelevance_scores_no_call(scoring):
+    env = BFCLEnv("irrelevance", scoring=scoring)
     env.reset(options={"task_index": 0})
     tool = env.tools[0].name
     child = env.branch()
-    assert child.step(f"[{tool}()]")[4]["success"] is False
+    assert child.step(f'<tool_call>\n{{"name": "{tool}", "arguments": {{}}}}\n</tool_call>')[4]["success"] is False
     assert env.step("None of these functions apply.")[4]["success"] is True
 
 
 def test_backends_are_per_episode_and_the_harness_cache_is_untouched():
     utils = sys.modules.get("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
     before = set(vars(utils)) if utils else set()
-    a, b = BFCLEnv("multi_turn_base"), BFCLEnv("multi_turn_base")
+    a, b = BFCLEnv("multi_turn_base", scoring="lenient"), BFCLEnv("multi_turn_base", scoring="lenient")
     a.reset(options={"task_index": 0}), b.reset(options={"task_index": 0})
     key_b = b._state_key()
     a.step('[mkdir(dir_name="only_in_a")]')
@@ -134,13 +147,20 @@ def test_backends_are_per_episode_and_the_harness_cache_is_untouched():
 
 
 def test_private_backend_methods_are_not_callable():
-    env = BFCLEnv("multi_turn_base")
+    env = BFCLEnv("multi_turn_base", scoring="lenient")
     env.reset(options={"task_index": 0})
     backends = env._episode.model.state_digest()
     obs, *_, info = env.step('[_load_scenario(scenario={})]')
     assert "Unknown tool '_load_scenario'" in obs and info["action_valid"] is False
     assert env._episode.model.state_digest() == backends
     assert "_load_scenario" not in env._episode.model.owner
+    # Official scoring executes what bfcl-eval's decoder reads, through the same public-method table.
+    env = BFCLEnv("multi_turn_base", model_style="prompting")
+    for text in ['[_load_scenario(scenario=1)]', '[ls(a=__import__("os").getcwd())]', '[ls(a=1+__import__("os").getpid())]',
+                 '[print(x=1)]', '[ls(a=9**9**9)]']:
+        env.reset(options={"task_index": 0})
+        obs, *_ = env.step(text)
+        assert env._episode.model.state_digest() == backends, (text, obs)
 
 
 def test_branch_equals_the_original_under_the_same_actions():
