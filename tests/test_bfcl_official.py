@@ -324,7 +324,7 @@ def _truth_calls(env: BFCLEnv, task, turn: int) -> list[ToolCall]:
     return list(parsed.calls)
 
 
-def multi_turn_scripts(env: BFCLEnv, task, style: str) -> dict[str, dict[int, list[str]]]:
+def multi_turn_scripts(env: BFCLEnv, task, style: str, step_limit: bool = True) -> dict[str, dict[int, list[str]]]:
     """Named perturbations of the ground truth: per turn, the replies of each step (then END_TURN)."""
     turns = range(len(task.ground_truth))
     gold = {t: _truth_calls(env, task, t) for t in turns}
@@ -332,9 +332,9 @@ def multi_turn_scripts(env: BFCLEnv, task, style: str) -> dict[str, dict[int, li
     write = (lambda calls: _write(calls, style, task.category))
     scripts: dict[str, dict[int, list[str]]] = {"gold": {t: [write(gold[t])] if gold[t] else [] for t in turns}}
 
-    def variant(calls_at_target: list[ToolCall] | None = None, steps: list[str] | None = None):
+    def variant(calls_at_target: list[ToolCall] | None = None, steps: list[str] | None = None, turn: int = target):
         script = {t: list(v) for t, v in scripts["gold"].items()}
-        script[target] = steps if steps is not None else ([write(calls_at_target)] if calls_at_target else [])
+        script[turn] = steps if steps is not None else ([write(calls_at_target)] if calls_at_target else [])
         return script
 
     calls = gold[target]
@@ -351,6 +351,15 @@ def multi_turn_scripts(env: BFCLEnv, task, style: str) -> dict[str, dict[int, li
     scripts["one_call_per_step"] = variant(steps=one_by_one)
     scripts["malformed_step_mid_turn"] = variant(steps=one_by_one[:-1] + ["[" + one_by_one[-1][:-2]] + one_by_one[-1:])
     scripts["think_then_calls"] = variant(steps=["<think>\nplan\n</think>\n\n" + write(calls)])
+    # bfcl-eval's step limit (20 call steps per turn): the 21st stops the entry, which still counts on
+    # the last turn. Calls of an unknown function change nothing but count as steps.
+    if not step_limit:
+        return scripts
+    idle = write([ToolCall("no_such_function", {"x": 1})])
+    first = min(t for t in turns if gold[t])
+    scripts["past_step_limit_first_turn"] = variant(steps=[write(gold[first])] + [idle] * 20, turn=first)
+    scripts["at_step_limit_last_turn"] = variant(steps=[write(calls)] + [idle] * 19)
+    scripts["past_step_limit_last_turn"] = variant(steps=[write(calls)] + [idle] * 20)
     return scripts
 
 
@@ -383,9 +392,9 @@ def test_multi_turn_verdicts_equal_the_harness(reference, style):
     wins = {"official": Counter(), "lenient": Counter()}
     for category in MULTI_TURN:
         ids = [t.id for t in official.tasks if t.category == category]
-        for entry_id in sorted(random.Random(f"{SEED}-{category}").sample(ids, MT_SAMPLE)):
+        for n, entry_id in enumerate(sorted(random.Random(f"{SEED}-{category}").sample(ids, MT_SAMPLE))):
             official.reset(options={"task_index": next(i for i, t in enumerate(official.tasks) if t.id == entry_id)})
-            for kind, script in multi_turn_scripts(official, by_id[entry_id], style).items():
+            for kind, script in multi_turn_scripts(official, by_id[entry_id], style, step_limit=n == 0).items():
                 play = _as_function(script)
                 ours = _play(official, entry_id, play)
                 theirs = reference.multi_turn(style, category, entry_id, play)
@@ -398,7 +407,8 @@ def test_multi_turn_verdicts_equal_the_harness(reference, style):
                 else:
                     mismatches.append((entry_id, kind, ours, theirs))
     print(f"\n[{style}] multi-turn agreement per category: {dict((c, f'{agree[c]}/{total[c]}') for c in MULTI_TURN)}")
-    print(f"[{style}] wins per perturbation (of {len(MULTI_TURN) * MT_SAMPLE}): official {dict(wins['official'])}"
+    print(f"[{style}] wins per perturbation (of {len(MULTI_TURN) * MT_SAMPLE}; step-limit ones of {len(MULTI_TURN)}): official {dict(wins['official'])}"
           + (f"; lenient {dict(wins['lenient'])}" if style == "fc" else ""))
     assert not mismatches, mismatches[:10]
     assert wins["official"]["gold"] == len(MULTI_TURN) * MT_SAMPLE and wins["official"]["dropped_call"] == 0
+    assert wins["official"]["past_step_limit_first_turn"] == 0 and wins["official"]["at_step_limit_last_turn"] == len(MULTI_TURN)
