@@ -80,11 +80,11 @@ class _Reference:
                     del sys.modules[name]
                 else:
                     sys.modules[name] = previous
+        from bfcl_eval import utils
         from bfcl_eval.eval_checker import eval_runner
         from bfcl_eval.eval_checker.ast_eval import ast_checker
         from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
         from bfcl_eval.model_handler.local_inference import qwen, qwen_fc
-        from bfcl_eval import utils
         self.runner, self.utils, self.mt_utils = eval_runner, utils, multi_turn_utils
         self.settings = {style: _registry_settings(key) for style, key in REFERENCE_MODELS.items()}
         self.classes = {"QwenHandler": qwen.QwenHandler, "QwenFCHandler": qwen_fc.QwenFCHandler}
@@ -147,8 +147,7 @@ class _Reference:
             verdict = self.runner._evaluate_single_multi_turn_entry(
                 handler, entry_id, result, self._truth[category][entry_id], copy.deepcopy(entry),
                 f"ttg_reference_eval_{run}", category)
-        for key in [k for k in vars(self.mt_utils) if k.startswith(f"ttg_reference_{run}_")
-                    or k.startswith(f"ttg_reference_eval_{run}_")]:
+        for key in [k for k in vars(self.mt_utils) if k.startswith((f"ttg_reference_{run}_", f"ttg_reference_eval_{run}_"))]:
             delattr(self.mt_utils, key)
         return verdict["valid"]
 
@@ -406,7 +405,8 @@ def test_multi_turn_verdicts_equal_the_harness(reference, style):
                     agree[category] += 1
                 else:
                     mismatches.append((entry_id, kind, ours, theirs))
-    print(f"\n[{style}] multi-turn agreement per category: {dict((c, f'{agree[c]}/{total[c]}') for c in MULTI_TURN)}")
+    report = {c: f"{agree[c]}/{total[c]}" for c in MULTI_TURN}
+    print(f"\n[{style}] multi-turn agreement per category: {report}")
     print(f"[{style}] wins per perturbation (of {len(MULTI_TURN) * MT_SAMPLE}; step-limit ones of {len(MULTI_TURN)}): official {dict(wins['official'])}"
           + (f"; lenient {dict(wins['lenient'])}" if style == "fc" else ""))
     assert not mismatches, mismatches[:10]

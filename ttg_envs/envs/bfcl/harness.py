@@ -123,9 +123,7 @@ def single_turn_verdict(task: BFCLTask, text: str, style: str) -> dict[str, Any]
 
 def single_turn_calls(task: BFCLTask, text: str, style: str) -> list[ToolCall]:
     """The calls bfcl-eval's decoder reads in ``text`` for ``task`` (empty when it reads none)."""
-    language, return_format = _formats(task.category)
-    if "relevance" in task.category:
-        return_format = _formats("simple_python")[1]
+    return_format = _formats("simple_python" if "relevance" in task.category else task.category)[1]
     try:
         return decoded_calls(HarnessDecoder(style).decode_ast(strip_reasoning(text), return_format, False))
     except Exception:  # undecodable: bfcl-eval reads no call
@@ -150,16 +148,16 @@ def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mappin
         if head in _REFUSED_NAMES:
             raise Exception(f"Function call {head} is not allowed.")
         value = _Evaluator(instances).run(prefixed)
-        if type(value) == str:  # noqa: E721 (the harness tests the exact type)
+        if type(value) == str:  # the harness tests the exact type
             return value
-        if type(value) == dict:  # noqa: E721
+        if type(value) == dict:
             try:
                 return json.dumps(value)
             except Exception:
                 return str(value)
         return str(value)
     except Exception as exc:  # the harness reports any failure as the call's result
-        return f"Error during execution: {str(exc)}"
+        return f"Error during execution: {exc!s}"
 
 
 def call_of_source(source: str) -> ToolCall:

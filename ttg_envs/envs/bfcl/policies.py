@@ -39,7 +39,9 @@ def single_turn_calls(task: BFCLTask, name=tool_name, source: bool = False) -> l
 
     An argument whose answers include "" may be left out; it is, unless the doc marks it required.
     Dict answers that hold acceptable values per key are resolved the same way. Java and
-    JavaScript values are written as source literals of the declared type.
+    JavaScript values are written as source literals of the declared type (with ``source``, String
+    values quoted too, as bfcl-eval's Java/JS source parsers read them). ``name`` maps a doc's
+    function name to the name written (default: ``_`` for ``.``).
     """
     docs = {doc["name"]: doc.get("parameters") or {} for doc in task.checker_functions}
     calls = []
