@@ -74,10 +74,19 @@ def test_ground_truth_wins_single_turn_entries(group):
         assert not any(dropped.values())
 
 
+#: Java answers that bfcl-eval's prompting decoder cannot read back however they are written: its Java
+#: parser drops the body of ``new HashMap<>() {{ put(k, v); }}`` (required keys go missing) and keeps
+#: the quotes of ``new String[]{"a", "b"}`` elements. simple_java_64, unsatisfiable as JSON, passes
+#: there because its HashMap is read as empty.
+PROMPTING_UNREADABLE = {"simple_java_1", "simple_java_67", "simple_java_68", "simple_java_35", "simple_java_85"}
+
+
 def test_prompting_style_replays_the_ground_truth():
     # bfcl-eval's prompting decoder ([f(a=1)], keyword arguments only) on the same ground truth.
-    gold = sweep("live", GoldPolicy(), model_style="prompting")
-    assert {k for k, v in gold.items() if not v} == {k for k in gold if k in UNSATISFIABLE}
+    for group in ("non_live", "live"):
+        gold = sweep(group, GoldPolicy(), model_style="prompting")
+        expected = {k for k in gold if k in (UNSATISFIABLE - {"simple_java_64"}) | PROMPTING_UNREADABLE}
+        assert {k for k, v in gold.items() if not v} == expected
     env = BFCLEnv("multi_turn", model_style="prompting")
     for i in range(0, 800, 25):
         env.reset(options={"task_index": i})

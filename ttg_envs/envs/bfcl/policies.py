@@ -14,6 +14,7 @@ The call syntax follows the env: official ``fc`` gets Hermes ``<tool_call>`` blo
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ...tools import CALL_STYLES, ToolCall, format_tool_calls
@@ -77,10 +78,16 @@ def _is_options(value: Any) -> bool:
     return isinstance(value, dict) and bool(value) and all(isinstance(v, list) for v in value.values())
 
 
+#: Answer strings that are already Java/JavaScript source: a name or dotted path, a number, an array,
+#: object or ``new`` expression, a call.
+_SOURCE_RE = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*|-?\d+(\.\d+)?[fFdDlLn]?|new .*|\[.*\]|\{.*\}|.*\(.*\)",
+                        re.DOTALL)
+
+
 def _source(value: Any, schema: dict[str, Any], category: str, quote_strings: bool = False) -> str:
     kind = schema.get("type", "String")
-    if quote_strings and kind == "String" and isinstance(value, str):
-        return json.dumps(value)  # Java/JavaScript source of a String argument, for the source parsers
+    if quote_strings and isinstance(value, str) and (kind == "String" or not _SOURCE_RE.fullmatch(value)):
+        return json.dumps(value)  # a string literal in Java/JavaScript source, for the source parsers
     if category == "simple_java":
         return java_literal(value, kind, (schema.get("items") or {}).get("type"))
     return js_literal(value, kind)
