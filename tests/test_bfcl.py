@@ -131,6 +131,27 @@ def test_turns_are_observations_and_calls_are_tool_messages():
     assert env.unwrapped.turn in (0, 1)
 
 
+@pytest.mark.parametrize(("kwargs", "shown"), [({}, "math.factorial"), ({"model_style": "prompting"}, "math.factorial"),
+                                               ({"scoring": "lenient"}, "math_factorial")])
+def test_tools_are_shown_under_the_names_they_are_scored_with(kwargs, shown):
+    env = BFCLEnv("simple_python", **kwargs)
+    _, info = env.reset(options={"task_id": "simple_python_1"})
+    assert [t["function"]["name"] for t in info["tools"]] == [shown] and f'"name": "{shown}"' in env.unwrapped.messages[0]["content"]
+    other = "math_factorial" if shown == "math.factorial" else "math.factorial"
+    right, wrong = (f"[{n}(number=5)]" if kwargs.get("model_style") == "prompting" else
+                    f'<tool_call>\n{{"name": "{n}", "arguments": {{"number": 5}}}}\n</tool_call>' for n in (shown, other))
+    assert env.branch().step(right)[4]["success"]
+    assert env.step(wrong)[4]["success"] is (kwargs.get("scoring") == "lenient")  # lenient accepts both spellings
+
+
+def test_official_prompting_prompt_is_bfcl_evals_own():
+    env = BFCLEnv("multi_turn_base", model_style="prompting")
+    env.reset(options={"task_index": 0})
+    system = env.unwrapped.messages[0]["content"]
+    assert system.startswith("You are an expert in composing functions.") and "[func_name1(params_name1=params_value1" in system
+    assert "<tool_call>" not in system
+
+
 @pytest.mark.parametrize("scoring", ["official", "lenient"])
 def test_irrelevance_scores_no_call(scoring):
     env = BFCLEnv("irrelevance", scoring=scoring)
