@@ -79,7 +79,8 @@ class BFCLEnv(ToolEnv):
         scoring: ``official`` (default) or ``lenient``.
         model_style: official scoring's model style: ``fc`` (default; Hermes ``<tool_call>`` blocks as
             bfcl-eval's Qwen-FC handler reads them) or ``prompting`` (``[f(a=1)]``, bfcl-eval's prompt).
-        max_steps: truncation limit over the whole episode.
+        max_steps: truncation limit over the whole episode (default 100; official scoring: at least
+            21 steps per turn of the longest entry, so the harness's own per-turn limit decides).
         max_steps_per_turn: bfcl-eval's limit on steps within one user turn (20).
     """
 
@@ -103,6 +104,10 @@ class BFCLEnv(ToolEnv):
         self.model_style = model_style
         self.tasks: list[BFCLTask] = load_tasks(categories or split or "all")
         self.max_steps_per_turn = int(max_steps_per_turn)
+        if max_steps is None and self.official:
+            # Never truncate before the harness would stop: each turn ends by its 21st step.
+            longest = max(len(t.turns) for t in self.tasks)
+            self.max_steps = max(self.default_max_steps, (self.max_steps_per_turn + 1) * longest)
         self._task: BFCLTask | None = None
         self._episode: _Episode | None = None
         self._single_tools: list[Tool] = []
