@@ -354,6 +354,17 @@ def multi_turn_scripts(env: BFCLEnv, task, style: str, step_limit: bool = True) 
     # the last turn. Calls of an unknown function change nothing but count as steps.
     if not step_limit:
         return scripts
+    # Texts the harness treats in its own way: positional ground-truth source (dropped by the prompting
+    # decoder), a Python builtin (eval would run it), an empty dict argument (the prompting decoder fails
+    # on it), a nested call (executed as a call).
+    scripts["builtin_call_first"] = variant([ToolCall("print", {"x": 1})] + calls)
+    scripts["empty_dict_argument"] = variant(steps=[write(calls), write([ToolCall(last.name, {**last.arguments, "ttg": {}})])])
+    if style == "prompting":
+        scripts["ground_truth_source"] = variant(steps=["[" + ", ".join(task.ground_truth[target]) + "]"])
+        if last.arguments:
+            k = next(iter(last.arguments))
+            nested = f"[{last.name}({k}={calls[0].name}(ttg=1))]"
+            scripts["nested_call_argument"] = variant(steps=[write(calls[:-1]), nested] if calls[:-1] else [nested])
     idle = write([ToolCall("no_such_function", {"x": 1})])
     first = min(t for t in turns if gold[t])
     scripts["past_step_limit_first_turn"] = variant(steps=[write(gold[first])] + [idle] * 20, turn=first)
