@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import operator
+import warnings
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
@@ -70,6 +71,17 @@ class HarnessDecoder:
 
     def decode_ast(self, result: str, language, has_tool_call_tag: bool = False) -> list[dict]:
         """bfcl-eval's AST decode of ``result`` (``[{name: {param: value}}]``); raises when undecodable."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # Python's parser warns on text like "1x"
+            return self._decode_ast(result, language, has_tool_call_tag)
+
+    def decode_execute(self, result: str, has_tool_call_tag: bool = False) -> list[str]:
+        """bfcl-eval's executable decode of ``result`` (call source strings); raises when undecodable."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return self._decode_execute(result, has_tool_call_tag)
+
+    def _decode_ast(self, result: str, language, has_tool_call_tag: bool) -> list[dict]:
         if self.style == "fc":
             handler = _fc_handler_class()
             return handler.decode_ast(handler, result, language, has_tool_call_tag)
@@ -78,8 +90,7 @@ class HarnessDecoder:
             _refuse_unsafe_arithmetic(result)
         return utils.default_decode_ast_prompting(result, language, has_tool_call_tag)
 
-    def decode_execute(self, result: str, has_tool_call_tag: bool = False) -> list[str]:
-        """bfcl-eval's executable decode of ``result`` (call source strings); raises when undecodable."""
+    def _decode_execute(self, result: str, has_tool_call_tag: bool) -> list[str]:
         if self.style == "fc":
             handler = _fc_handler_class()
             return handler.decode_execute(handler, result, has_tool_call_tag)
