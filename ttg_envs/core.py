@@ -212,9 +212,11 @@ class TextEnv(gym.Env[str, str]):
         """
         super().reset(seed=seed)
         index = self._select_task(options or {})
-        self.task_index = index
-        self.task = dict(self._task_info(index))
+        task = dict(self._task_info(index))
+        # _start may fail (an engine that cannot load the task): then nothing here has changed.
         observation, extra = self._start(index)
+        self.task_index = index
+        self.task = task
         self.messages = [
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": observation},
