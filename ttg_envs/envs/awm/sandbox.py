@@ -1,18 +1,17 @@
 """The child side of the AWM sandbox: model-written app code and verifiers run here, with least power.
 
-Each child is a fresh process (forked from a clean fork server, never from the caller) that can
-only reach one folder. Before any model-written code runs it:
+Each child is a fresh process forked from a clean fork server (:mod:`.zygote`), which by default
+runs inside the OS sandbox of :mod:`.isolation` (namespaces, uid 65534, a read-only system, only
+the episode folder writable): that is the boundary. Before any model-written code runs, a child
 
-- sets resource limits (address space, file size, open files, no core dumps) and moves into the folder;
-- installs an audit hook (PEP 578, cannot be removed) that refuses network sockets (only the
-  AF_UNIX pair asyncio needs), name lookups, new processes, signals, ctypes, SQLite extensions,
-  any file write outside the folder, any read outside the Python installation, and any SQLite
-  database other than the episode's own files;
+- sets hard resource limits, soft = hard (:data:`DEFAULT_LIMITS`), and moves into its folder;
+- installs an audit hook (PEP 578) that refuses network sockets, name lookups, new processes,
+  signals, ctypes, SQLite extensions, writes outside the folder and reads outside the Python
+  installation. Code can switch this hook off (it is a Python object), so it only catches code that
+  reaches where it should not by accident; with ``sandbox="python"`` it is all there is;
 - makes every SQLite connection refuse ``ATTACH`` and, for an app, open the episode database
   whatever path the code names (SQLAlchemy's connections included).
 
-This confines code that reaches where it should not by accident (a hard-coded database path, an
-HTTP call to a real service, a stray temp file); it is not a boundary against native exploits.
 Messages to and from the parent are JSON bytes, so a child can never make the parent unpickle.
 """
 
