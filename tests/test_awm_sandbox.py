@@ -487,5 +487,7 @@ def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):
         isolation._probe.cache_clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        AWMEnv(path=dataset, sandbox="python").close()
+        with AWMEnv(path=dataset, sandbox="python") as env:
+            env.reset(options={"task_id": "attack_1/0"})
+            assert _call(env, "bump") == {"n": 1}  # the opt-in mode still runs apps
     assert any("in-process audit hook" in str(w.message) for w in caught)

@@ -275,7 +275,7 @@ def run_verifier(zygote: Zygote, folder: EpisodeFolder, code: str, initial: byte
             return Verdict(False, error=str(reply.get("error", "the verifier failed")))
         result = reply.get("result")
         return Verdict(isinstance(result, dict) and result.get("result") == "complete", result)
-    except SandboxError as exc:
+    except (SandboxError, OSError) as exc:
         return Verdict(False, error=f"the verifier failed: {exc}")
     finally:
         sub.close()
