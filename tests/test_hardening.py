@@ -140,15 +140,31 @@ def test_the_recorder_fails_at_construction_on_an_unwritable_path(tmp_path, tiny
 
 
 # ----------------------------------------------------------------- tool calls with limits
-def test_bfcl_math_calls_are_time_limited_and_leave_the_callers_state(monkeypatch):
-    mpmath = pytest.importorskip("mpmath")
+def _math_backends():
     pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl.backends import Backends
+
+    return Backends(["MathAPI"], {}, long_context=False)
+
+
+def test_bfcl_math_calls_leave_the_callers_decimal_and_mpmath_state():
+    mpmath = pytest.importorskip("mpmath")
+    from ttg_envs.tools import ToolCall
+
+    backends = _math_backends()
+    prec, dps = decimal.getcontext().prec, mpmath.mp.dps
+    assert json.loads(backends.execute(ToolCall("power", {"base": 2, "exponent": 10}))) == {"result": 1024}
+    assert "0.63092975" in backends.execute(ToolCall("logarithm", {"value": 2, "base": 3, "precision": 40}))
+    assert backends.execute(ToolCall("square_root", {"number": 2, "precision": 60})).count("4") >= 3
+    assert (decimal.getcontext().prec, mpmath.mp.dps) == (prec, dps)
+
+
+def test_bfcl_math_calls_are_time_limited(monkeypatch):
     from ttg_envs.envs.bfcl.backends import Backends
     from ttg_envs.tools import ToolCall
 
+    backends = _math_backends()
     monkeypatch.setattr(Backends, "call_timeout", 2.0)
-    backends = Backends(["MathAPI"], {}, long_context=False)
-    prec, dps = decimal.getcontext().prec, mpmath.mp.dps
     start = time.monotonic()
     for name, arguments in (("power", {"base": 10, "exponent": 10**9}),
                             ("logarithm", {"value": 3, "base": 2, "precision": 10**8})):
@@ -157,9 +173,6 @@ def test_bfcl_math_calls_are_time_limited_and_leave_the_callers_state(monkeypatc
         assert "did not finish within 2 s" in result or '"error"' in result, (name, result)
     assert time.monotonic() - start < 20
     assert json.loads(backends.execute(ToolCall("power", {"base": 2, "exponent": 10}))) == {"result": 1024}
-    assert "0.63092975" in backends.execute(ToolCall("logarithm", {"value": 2, "base": 3, "precision": 40}))
-    assert backends.execute(ToolCall("square_root", {"number": 2, "precision": 60})).count("4") >= 3
-    assert (decimal.getcontext().prec, mpmath.mp.dps) == (prec, dps)
 
 
 def test_bfcl_state_nested_600_deep_still_hashes():
@@ -167,12 +180,13 @@ def test_bfcl_state_nested_600_deep_still_hashes():
     from ttg_envs.envs.bfcl.backends import Backends
     from ttg_envs.tools import ToolCall
 
-    backends = Backends(["TwitterAPI"], {"TwitterAPI": {}}, long_context=False)
+    config = {"TwitterAPI": {"authenticated": True, "username": "u", "password": "p"}}
+    backends = Backends(["TwitterAPI"], config, long_context=False)
     nested: list = []
     for _ in range(600):
         nested = [nested]
-    backends.execute(ToolCall("post_tweet", {"content": "x", "tags": nested}))
-    assert len(backends.state_digest()) == 64
+    assert '"tags": [[[' in backends.execute(ToolCall("post_tweet", {"content": "x", "tags": nested}))
+    assert len(backends.state_digest()) == 64  # raised RecursionError before
 
 
 def test_tau2_calculate_bomb_is_an_error_and_the_episode_goes_on(monkeypatch):
