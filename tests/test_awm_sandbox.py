@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -418,7 +417,7 @@ def test_a_planted_symlink_is_never_followed(env, tmp_path, kind):
     _fresh(env)
     assert _call(env, "bump") == {"n": 1}
     assert _call(env, "plant", kind=kind, target=str(target)) == {"planted": kind}
-    obs, _, _, _, info = env.step(call_text("bump", {}))
+    env.step(call_text("bump", {}))
     *_, info = env.step("done")
     assert info["success"] is False and "unusable" in info["verifier_result"]["error"]
     assert "TOPSECRET" not in json.dumps(info)

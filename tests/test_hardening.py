@@ -10,13 +10,18 @@ import time
 import warnings
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ttg_envs.core import MAX_ACTION_CHARS, parse_react
 from ttg_envs.envs.papersearchqa.env import parse_search_action
 from ttg_envs.tools.parsing import parse_tool_calls
-from ttg_envs.wrappers import TokenCounter, TrajectoryRecorder, read_trajectories, write_trajectory
+from ttg_envs.wrappers import (
+    TokenCounter,
+    TrajectoryRecorder,
+    read_trajectories,
+    write_trajectory,
+)
 from ttg_envs.wrappers.recorder import sort_by_task
 
 # ----------------------------------------------------------------- linear-time parsers

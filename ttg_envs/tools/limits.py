@@ -24,7 +24,8 @@ import select
 import signal
 import sys
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 #: Extra address space (bytes) a call's child may map beyond what the caller has mapped.
 CHILD_EXTRA_MEMORY = 2 << 30

@@ -108,7 +108,7 @@ def owner() -> tuple[int, int] | None:
     return (SANDBOX_UID, SANDBOX_GID) if os.geteuid() == 0 else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe() -> str | None:
     import tempfile
 
@@ -118,8 +118,9 @@ def _probe() -> str | None:
             os.chown(folder, *owner())
         code = "import os; print(os.getuid(), len(os.listdir('.')))"
         try:
-            done = subprocess.run(bwrap_command(folder, [sys.executable, "-I", "-S", "-c", code]), env=dict(ENV_ALLOWLIST),
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            command = bwrap_command(folder, [sys.executable, "-I", "-S", "-c", code])
+            done = subprocess.run(command, env=dict(ENV_ALLOWLIST), stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=60, check=False)
         except SandboxUnavailable as exc:
             return str(exc)
         except (OSError, subprocess.TimeoutExpired) as exc:
