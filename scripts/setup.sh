@@ -9,3 +9,14 @@ python3 -m venv .venv
 # bfcl-eval's declared dependencies would pull a CUDA torch and pin numpy 1.26; its modules need
 # only what the `bfcl` extra installs.
 .venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23"
+# AWM runs model-written app and verifier code under bubblewrap (a Debian package); setpriv comes
+# with util-linux. Without bwrap the AWM env refuses to start unless given sandbox="python".
+if ! command -v bwrap >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1; } \
+      || echo "warning: could not install bubblewrap; the AWM tests will fail (apt-get install bubblewrap)" >&2
+  else
+    echo "warning: bubblewrap is missing; install it (apt-get install bubblewrap) for the AWM env" >&2
+  fi
+fi

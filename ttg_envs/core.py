@@ -9,7 +9,6 @@ actors and progress meters read. Subclasses plug a real engine in through a hand
 from __future__ import annotations
 
 import copy
-import re
 import string
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
@@ -70,19 +69,49 @@ class ParsedAction:
     error: str | None = None
 
 
-_ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _REACT_FORMAT = "<think>your reasoning</think><action>one command</action>"
+#: Longest assistant response any env parses, in characters (``TextEnv.max_action_chars``); a
+#: longer one is an invalid step whose observation states the limit.
+MAX_ACTION_CHARS = 1 << 18
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with only A-Z lowered: same length, so indices into it are indices into ``text``."""
+    return text.translate(_ASCII_LOWER)
+
+
+def tag_blocks(text: str, open_tag: str, close_tag: str, lowered: str | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` of the body of each ``open_tag ... close_tag`` block, non-overlapping, left to right.
+
+    The body ends at the first ``close_tag`` after its ``open_tag``, as a lazy regex would match,
+    but in linear time: the scan stops at the first opening that is never closed. ``lowered``
+    (``ascii_lower(text)``) makes the tags match case-insensitively.
+    """
+    haystack = text if lowered is None else lowered
+    blocks, pos = [], 0
+    while True:
+        start = haystack.find(open_tag, pos)
+        if start < 0:
+            break
+        end = haystack.find(close_tag, start + len(open_tag))
+        if end < 0:
+            break
+        blocks.append((start + len(open_tag), end))
+        pos = end + len(close_tag)
+    return blocks
 
 
 def parse_react(text: str) -> ParsedAction:
     """Parse ReAct-style output ``<think>...</think><action>...</action>`` into one command.
 
     Exactly one non-empty ``<action>`` block is required; anything else is an error whose message
-    says what was wrong and what format is expected. Never raises.
+    says what was wrong and what format is expected. Tags are case-insensitive. Linear time; never raises.
     """
-    blocks = _ACTION_RE.findall(text)
+    lowered = ascii_lower(text)
+    blocks = tag_blocks(text, "<action>", "</action>", lowered)
     if not blocks:
-        if re.search(r"<action>", text, re.IGNORECASE):
+        if "<action>" in lowered:
             why = "the <action> block is not closed with </action>"
         else:
             why = "no <action>...</action> block was found"
@@ -91,7 +120,8 @@ def parse_react(text: str) -> ParsedAction:
         return ParsedAction(
             None, f"Invalid response: found {len(blocks)} <action> blocks, expected exactly one. Answer as {_REACT_FORMAT}."
         )
-    command = " ".join(blocks[0].split())
+    start, end = blocks[0]
+    command = " ".join(text[start:end].split())
     if not command:
         return ParsedAction(None, f"Invalid response: the <action> block is empty. Answer as {_REACT_FORMAT}.")
     return ParsedAction(command)
@@ -139,6 +169,8 @@ class TextEnv(gym.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
     #: Truncation limit used when ``max_steps`` is not given (paper table 4 per env).
     default_max_steps: ClassVar[int] = 50
+    #: Longest response ``step`` parses (characters); longer is an invalid step stating the limit.
+    max_action_chars: ClassVar[int] = MAX_ACTION_CHARS
 
     def __init__(self, *, max_steps: int | None = None, render_mode: str | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -212,9 +244,11 @@ class TextEnv(gym.Env[str, str]):
         """
         super().reset(seed=seed)
         index = self._select_task(options or {})
-        self.task_index = index
-        self.task = dict(self._task_info(index))
+        task = dict(self._task_info(index))
+        # _start may fail (an engine that cannot load the task): then nothing here has changed.
         observation, extra = self._start(index)
+        self.task_index = index
+        self.task = task
         self.messages = [
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": observation},
@@ -237,6 +271,10 @@ class TextEnv(gym.Env[str, str]):
             text = "" if text is None else str(text)
             outcome = self._invalid_outcome(
                 f"Invalid response: expected text, got {type(action).__name__}. Answer as {_REACT_FORMAT}."
+            )
+        elif len(text) > self.max_action_chars:
+            outcome = self._invalid_outcome(
+                f"Invalid response: it is {len(text)} characters long; the limit is {self.max_action_chars} characters."
             )
         else:
             parsed = self.parse_action(text)

@@ -12,7 +12,7 @@ searched for calls. Then, in order:
 3. A response that is only BFCL's Python syntax: ``[f(a=1), g(b="x")]`` or one ``f(a=1)``.
 
 Anything else is a plain text response. Malformed call markup gives ``ParsedResponse.error`` naming
-the problem and the expected format; :func:`parse_tool_calls` never raises.
+the problem and the expected format; :func:`parse_tool_calls` never raises and runs in linear time.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import re
 from typing import Any, Iterable, Mapping
 
+from ..core import tag_blocks
 from .calls import ParsedResponse, ToolCall
 from .pysyntax import looks_like_python_calls, parse_python_calls
 from .schema import Tool, bind_positional
@@ -30,8 +31,7 @@ HERMES_FORMAT = '<tool_call>{"name": <function-name>, "arguments": <args-json-ob
 FORMAT_HINT = f"Write each call as {HERMES_FORMAT}."
 
 
-_BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-_FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_FENCE_TAG_RE = re.compile(r"```[A-Za-z0-9_-]*")
 _CALL_KEYS = {"name", "arguments", "parameters", "id", "type"}
 
 
@@ -63,11 +63,11 @@ def _parse(text: str, tools: Mapping[str, Tool]) -> ParsedResponse:
         calls, content = _hermes(visible, tools)
         return ParsedResponse((text[:start] + content + text[end:]).strip(), tuple(calls), "hermes", message=content.strip())
     candidate = visible.strip()
-    fenced = _FENCE_RE.match(candidate)
-    if fenced:
-        candidate = fenced.group(1).strip()
+    fenced = _unfence(candidate)
+    if fenced is not None:
+        candidate = fenced
     rest = (text[:start] + text[end:]).strip()
-    plain = ParsedResponse(text.strip(), message=candidate if not fenced else visible.strip())
+    plain = ParsedResponse(text.strip(), message=candidate if fenced is None else visible.strip())
     if candidate[:1] in ("{", "["):
         try:
             data = json.loads(candidate)
@@ -87,6 +87,13 @@ def _parse(text: str, tools: Mapping[str, Tool]) -> ParsedResponse:
     return plain
 
 
+def _unfence(text: str) -> str | None:
+    """The stripped body of a response that is one code fence (```lang ... ```), else ``None``."""
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return None
+    return text[_FENCE_TAG_RE.match(text).end():-3].strip()
+
+
 def _visible_span(text: str) -> tuple[int, int]:
     """The part of ``text`` outside the reasoning: after the last ``</think>``, before an open ``<think>``."""
     close = text.rfind("</think>")
@@ -99,11 +106,11 @@ def _hermes(text: str, tools: Mapping[str, Tool]) -> tuple[list[ToolCall], str]:
     calls: list[ToolCall] = []
     pieces: list[str] = []
     pos = 0
-    blocks = list(_BLOCK_RE.finditer(text))
-    for number, match in enumerate(blocks, 1):
-        pieces.append(text[pos:match.start()])
-        pos = match.end()
-        calls.extend(_block(match.group(1), number, tools))
+    blocks = tag_blocks(text, "<tool_call>", "</tool_call>")
+    for number, (start, end) in enumerate(blocks, 1):
+        pieces.append(text[pos:start - len("<tool_call>")])
+        pos = end + len("</tool_call>")
+        calls.extend(_block(text[start:end], number, tools))
     tail = text[pos:]
     if "</tool_call>" in tail or "</tool_call>" in "".join(pieces):
         raise _Malformed(f"found </tool_call> without a matching <tool_call>. {FORMAT_HINT}")

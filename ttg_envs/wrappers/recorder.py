@@ -2,13 +2,17 @@
 
 Each episode is one line, written with a single ``write`` on a file opened in append mode, so a
 process killed mid-write leaves at most one torn last line; the next writer terminates it and the
-reader skips it, and every finished episode still reads back.
+reader skips it (whatever byte it was cut at, mid-character included), and every finished episode
+still reads back. Lone surrogates in any string are written as JSON ``\\udXXX`` escapes, so a line
+always encodes as UTF-8 and reads back equal.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -47,6 +51,8 @@ class TrajectoryRecorder(BranchableWrapper):
         super().__init__(env)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Fail now, not when the first episode ends, if the file cannot be written.
+        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
         self.metadata = dict(metadata or {})
         self.record_branches = record_branches
         self.recording = True
@@ -94,29 +100,49 @@ class TrajectoryRecorder(BranchableWrapper):
         return clone
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    text = json.dumps(record, default=_jsonable, ensure_ascii=False)
+    # Raw lone surrogates can only sit inside JSON strings, where their escape means the same.
+    text = _SURROGATES.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return (text + "\n").encode("utf-8")
+
+
 def write_trajectory(path: str | os.PathLike, record: dict[str, Any]) -> None:
     """Append one record as a JSON line with a single write (terminating a torn last line first)."""
-    line = json.dumps(record, default=_jsonable, ensure_ascii=False) + "\n"
+    line = _line(record)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = "\n" + line
-        os.write(fd, line.encode("utf-8"))
+            line = b"\n" + line
+        os.write(fd, line)
     finally:
         os.close(fd)
 
 
-def read_trajectories(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """Yield every complete episode in a trajectory file, skipping torn lines with a warning."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+def _records(path: str | os.PathLike, verb: str) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """``(line bytes, record)`` of every intact line; a torn or corrupt one is skipped with a warning."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                warnings.warn(f"{path}:{lineno}: skipping a torn or corrupt line", stacklevel=2)
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                record = None
+            if not isinstance(record, dict):
+                warnings.warn(f"{path}:{lineno}: {verb} a torn or corrupt line", stacklevel=3)
+                continue
+            yield (raw if raw.endswith(b"\n") else raw + b"\n"), record
+
+
+def read_trajectories(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Yield every complete episode in a trajectory file, skipping torn lines with a warning."""
+    for _, record in _records(path, "skipping"):
+        yield record
 
 
 def sort_by_task(path: str | os.PathLike) -> None:
@@ -124,17 +150,20 @@ def sort_by_task(path: str | os.PathLike) -> None:
 
     Parallel workers append in completion order; trajectory ids are ``file:line``, so a file
     written by several processes needs this before anything (a train/held-out split) relies on them.
+    The new file replaces the old one atomically.
     """
     keyed = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                task_id = str(json.loads(line).get("task", {}).get("id", ""))
-            except json.JSONDecodeError:
-                warnings.warn(f"{path}:{lineno}: dropping a torn or corrupt line", stacklevel=2)
-                continue
-            keyed.append((task_id, line if line.endswith("\n") else line + "\n"))
+    for raw, record in _records(path, "dropping"):
+        task = record.get("task")
+        keyed.append((str(task.get("id", "")) if isinstance(task, dict) else "", raw))
     keyed.sort(key=lambda pair: pair[0])
-    Path(path).write_text("".join(line for _, line in keyed), encoding="utf-8")
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, os.stat(path).st_mode & 0o777)
+        with os.fdopen(fd, "wb") as f:
+            f.writelines(raw for _, raw in keyed)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import gymnasium as gym
 
 from ..core import Generation
 from .branching import BranchableWrapper
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def token_to_go(step_tokens: Sequence[int]) -> list[int]:
@@ -66,7 +69,10 @@ class TokenCounter(BranchableWrapper):
             if action.token_ids is not None:
                 return len(action.token_ids)
             action = action.text
-        return self.tokenizer.count(action) if isinstance(action, str) else 0
+        if not isinstance(action, str):
+            return 0
+        # A lone surrogate (text decoded with surrogateescape) cannot be encoded: count it as U+FFFD.
+        return self.tokenizer.count(_SURROGATES.sub("\ufffd", action))
 
     def branch_onto(self, inner: gym.Env) -> TokenCounter:
         """A copy around ``inner`` with its own list of per-step counts."""

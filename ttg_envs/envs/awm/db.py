@@ -8,6 +8,7 @@ a database touches only its own file.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -87,13 +88,57 @@ def restore(path: str | Path, data: bytes) -> None:
         dst.close()
 
 
+def from_files(main: bytes, wal: bytes | None = None, journal: bytes | None = None) -> bytes:
+    """A snapshot of a database given as the bytes of its files (copied out of an untrusted folder).
+
+    The files are written to a private folder and opened there, so a WAL or a hot journal is
+    applied as SQLite would; the schema is not trusted (``trusted_schema = OFF``). Raises
+    :class:`sqlite3.DatabaseError` on a file that is not a database.
+    """
+    from .folder import private_folder
+
+    scratch = private_folder()
+    try:
+        target = scratch / "copy.db"
+        target.write_bytes(main)
+        for suffix, data in (("-wal", wal), ("-journal", journal)):
+            if data is not None:
+                (scratch / f"copy.db{suffix}").write_bytes(data)
+        src = confined_connect(target)
+        mem = sqlite3.connect(":memory:")
+        try:
+            src.execute("PRAGMA trusted_schema = OFF")
+            src.backup(mem)
+            return mem.serialize()
+        finally:
+            src.close()
+            mem.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def digest_snapshot(data: bytes) -> str:
+    """:func:`digest` of a snapshot (bytes from :func:`snapshot` or :func:`from_files`)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(data)
+        return _digest(conn)
+    finally:
+        conn.close()
+
+
+def _digest(conn: sqlite3.Connection) -> str:
+    conn.execute("PRAGMA trusted_schema = OFF")
+    h = hashlib.sha256()
+    for line in conn.iterdump():
+        h.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    return h.hexdigest()
+
+
 def digest(path: str | Path) -> str:
     """A hash of the database's logical content (schema and rows, in SQLite's dump order)."""
     conn = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
     try:
-        h = hashlib.sha256()
-        for line in conn.iterdump():
-            h.update(line.encode("utf-8", "surrogatepass") + b"\n")
-        return h.hexdigest()
+        return _digest(conn)
     finally:
         conn.close()

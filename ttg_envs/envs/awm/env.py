@@ -5,7 +5,11 @@ scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox`). T
 app's routes (named by ``operationId``), listed in the system prompt and ``info["tools"]``. An
 assistant response without tool calls is the final answer: the scenario's verifier then compares
 the initial and final databases (and the answer) in another sandboxed child and sets ``success``.
-Branches copy the database with SQLite's backup API, plus the transcript.
+Branches copy the database with SQLite's backup API, plus the transcript, where the app keeps its
+state in the database (the bundled apps); otherwise they replay the episode, so an app's in-memory
+state is rebuilt too. The parent reads the episode folder only through a directory descriptor
+(:mod:`.folder`): a database the app replaced by a link, a directory or nothing is an error, never
+a file read or written outside.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from typing import Any
 from ..._optional import require
 from ...core import StepOutcome
 from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
-from . import db
+from . import db, isolation
+from .folder import EpisodeFolder
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
-from .runtime import AppProcess, SandboxError, SandboxTimeout, run_verifier
+from .runtime import AppProcess, SandboxError, SandboxTimeout, Verdict, copy_out, Zygote, run_verifier
 
 BUNDLED_DATA_DIR = Path(__file__).parent / "data"
 INSTRUCTIONS = (
@@ -68,24 +73,38 @@ class _Prepared:
 
 
 class _Workspace:
-    """An env's folder (holding only its episode database) and its app process."""
+    """An env's episode folder (holding the episode database), its fork server and its app process."""
 
-    def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="ttg-awm-"))
+    DATABASE = "episode.db"
+
+    def __init__(self, mode: str) -> None:
+        self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
+        self.zygote = Zygote(self.folder.path, mode)
         self.app: AppProcess | None = None
 
     @property
     def database(self) -> Path:
-        return self.folder / "episode.db"
+        return self.folder.path / self.DATABASE
 
     def stop_app(self) -> None:
         if self.app is not None:
             self.app.close()
             self.app = None
 
+    def load(self, data: bytes) -> None:
+        """Stop the app and make the folder hold only the database ``data``."""
+        self.stop_app()
+        self.folder.clear()
+        self.folder.write(self.DATABASE, data)
+
+    def read(self) -> bytes:
+        """A snapshot of the episode database (:class:`SandboxError` when the app broke it)."""
+        return copy_out(self.folder, self.DATABASE)
+
     def close(self) -> None:
         self.stop_app()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self.zygote.close()
+        self.folder.close()
 
 
 def _final_answer(content: str) -> str:
@@ -104,16 +123,26 @@ class AWMEnv(ToolEnv):
         tool_timeout: seconds a tool call may take before the app process is stopped.
         verifier_timeout: seconds a verifier may take.
         max_steps: truncation limit (paper table 4: 20).
+        sandbox: ``"bwrap"`` (default): app and verifier code run in bubblewrap's namespaces as an
+            unprivileged uid (:mod:`.isolation`); :class:`~.isolation.SandboxUnavailable` when it
+            cannot run here. ``"python"``: only the in-process guard (warns).
+        limits: hard resource limits of app and verifier processes (keys of
+            :data:`~.sandbox.DEFAULT_LIMITS`: ``as``, ``fsize``, ``cpu``, ``nproc``, ``nofile``).
+        state_in_database: whether the apps keep all their state in the database, so that a
+            branch may copy just the database (default: true for the bundled apps, false for
+            ``path``; false branches by replaying the episode).
     """
 
     default_max_steps = 20
 
     def __init__(self, split: str = "train", *, source: str = "bundled", path: str | os.PathLike | None = None,
                  scenarios: Iterable[str] | None = None, tool_timeout: float = 10.0, verifier_timeout: float = 60.0,
-                 start_timeout: float = 60.0, max_steps: int | None = None, render_mode: str | None = None):
+                 start_timeout: float = 60.0, max_steps: int | None = None, render_mode: str | None = None,
+                 sandbox: str = "bwrap", limits: dict[str, int] | None = None, state_in_database: bool | None = None):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         for module in ("fastapi", "sqlalchemy", "httpx"):
             require(module, "awm")
+        isolation.check(sandbox)
         if split != "train":
             raise ValueError(f"AWM has one split, 'train'; got {split!r}")
         if path is None and source != "bundled":
@@ -128,8 +157,11 @@ class AWMEnv(ToolEnv):
         self.tool_timeout = tool_timeout
         self.verifier_timeout = verifier_timeout
         self.start_timeout = start_timeout
+        self.sandbox = sandbox
+        self.limits = dict(limits or {})
+        self.state_in_database = path is None if state_in_database is None else bool(state_in_database)
         self._prepared: dict[str, _Prepared] = {}
-        self._workspace = _Workspace()
+        self._workspace = _Workspace(sandbox)
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
 
@@ -170,17 +202,27 @@ class AWMEnv(ToolEnv):
         task = self.tasks[index]
         scenario = self.scenarios[task.scenario]
         prepared = self._prepare(scenario)
-        self._workspace.stop_app()
-        db.restore(self._workspace.database, prepared.initial)
+        ws = self._workspace
+        try:
+            before = ws.read() if self.task is not None else None
+        except SandboxError:
+            before = None
+        ws.load(prepared.initial)
+        try:
+            if prepared.tools is None:
+                prepared.tools, prepared.routes = tools_from_openapi(self._app(scenario).openapi)
+        except BaseException:
+            # A failed reset leaves the previous episode's database (its app restarts on the next call).
+            ws.load(before) if before is not None else ws.stop_app()
+            raise
         self._answer = None
-        if prepared.tools is None:
-            prepared.tools, prepared.routes = tools_from_openapi(self._app(scenario).openapi)
         return task.text, {"tools": [tool.openai() for tool in prepared.tools]}
 
     def _app(self, scenario: Scenario) -> AppProcess:
         ws = self._workspace
         if ws.app is None or not ws.app.alive:
-            ws.app = AppProcess(ws.folder, ws.database, scenario.env_code, start_timeout=self.start_timeout,
+            ws.app = AppProcess(ws.zygote, ws.folder.path, ws.database, scenario.env_code,
+                                start_timeout=self.start_timeout, limits=self.limits,
                                 openapi=self._prepared[scenario.name].tools is None)
         return ws.app
 
@@ -190,10 +232,17 @@ class AWMEnv(ToolEnv):
             return StepOutcome(observation=turn.observation, action_valid=turn.valid, error=turn.error,
                                assistant_message=turn.assistant_message, messages=turn.messages)
         self._answer = _final_answer(response.content)
-        scenario = self.scenario
-        verdict = run_verifier(scenario.verifiers[self.current_task.index], self._prepared[scenario.name].initial,
-                               self._workspace.database, self._answer, timeout=self.verifier_timeout)
-        self._workspace.stop_app()
+        scenario, ws = self.scenario, self._workspace
+        ws.stop_app()  # nothing of the app may run beside its verifier
+        try:
+            final = ws.read()
+        except SandboxError as exc:
+            verdict = Verdict(False, error=f"the verifier did not run: {exc}")
+        else:
+            limits = {"cpu": int(self.verifier_timeout) + 5, **self.limits}
+            verdict = run_verifier(ws.zygote, ws.folder, scenario.verifiers[self.current_task.index],
+                                   self._prepared[scenario.name].initial, final, self._answer,
+                                   timeout=self.verifier_timeout, limits=limits)
         result = verdict.result if verdict.error is None else {"error": verdict.error}
         return StepOutcome(observation="The episode is over.", reward=1.0 if verdict.success else 0.0,
                            terminated=True, success=verdict.success, info={"verifier_result": result})
@@ -217,20 +266,29 @@ class AWMEnv(ToolEnv):
 
     def _state_key(self) -> str:
         h = hashlib.sha256(self.current_task.id.encode())
-        h.update(db.digest(self._workspace.database).encode())
+        try:
+            h.update(db.digest_snapshot(self._workspace.read()).encode())
+        except SandboxError as exc:
+            h.update(f"unusable: {exc}".encode())
         h.update(b"answered" if self._answer is not None else b"open")
         return h.hexdigest()[:32]
 
-    def _snapshot(self) -> tuple[bytes, str | None]:
-        return db.snapshot(self._workspace.database), self._answer
+    def _snapshot(self) -> tuple[bytes, str | None] | None:
+        # A copy of the database is the whole state only when the app keeps nothing in memory.
+        if not self.state_in_database:
+            return None
+        try:
+            return self._workspace.read(), self._answer
+        except SandboxError:
+            return None
 
     def _restore(self, snapshot: tuple[bytes, str | None]) -> None:
         data, self._answer = snapshot
-        db.restore(self._workspace.database, data)
+        self._workspace.load(data)
 
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
-        clone._workspace = _Workspace()
+        clone._workspace = _Workspace(self.sandbox)
         clone._finalizer = weakref.finalize(clone, clone._workspace.close)
         return clone
 

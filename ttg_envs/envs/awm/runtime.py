@@ -8,21 +8,21 @@ anything but one JSON object becomes a :class:`SandboxError`, never a crash of t
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
+from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import db
+from . import db, isolation
+from .folder import EpisodeFolder, UnsafeEntry
 
 #: Largest reply a child may send (bytes); anything longer is junk.
 MAX_REPLY_BYTES = 8 << 20
@@ -36,23 +36,50 @@ class SandboxTimeout(SandboxError):
     """The sandboxed child did not answer within its time limit and was killed."""
 
 
-class _Zygote:
-    """This process's fork server (:mod:`.zygote`), started on first use and after a fork."""
+class Zygote:
+    """The fork server (:mod:`.zygote`) of one episode folder, started on first use and after a fork.
 
-    def __init__(self) -> None:
+    ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.isolation` (only ``folder`` is
+    writable); ``"python"`` as a plain process. Either way it gets an allow-listed environment,
+    ``/dev/null`` for stdin and a pipe for stdout/stderr, whose last lines :attr:`output` keeps.
+    """
+
+    def __init__(self, folder: str | Path, mode: str = "bwrap") -> None:
+        self.folder, self.mode = str(folder), mode
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
+        self._output: deque[str] = deque(maxlen=50)
+
+    @property
+    def output(self) -> str:
+        """The last lines the sandbox wrote to stdout/stderr."""
+        return "".join(self._output)
+
+    def _drain(self, stream) -> None:
+        for line in iter(stream.readline, b""):
+            self._output.append(line.decode("utf-8", "replace")[:500])
+        stream.close()
+
+    def _running(self) -> bool:
+        return self._pid == os.getpid() and self._process is not None and self._process.poll() is None
 
     def _ensure(self) -> socket.socket:
-        if self._pid == os.getpid() and self._process is not None and self._process.poll() is None:
+        if self._running():
             return self._control
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        isolated = self.mode == "bwrap"
         code = (f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
-                f"from ttg_envs.envs.awm.zygote import main; main({theirs.fileno()})")
-        self._process = subprocess.Popen([sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
-                                         stdin=subprocess.DEVNULL, close_fds=True)
+                f"from ttg_envs.envs.awm.zygote import main; main({theirs.fileno()}, isolated={isolated})")
+        argv = [sys.executable, "-I", "-c", code]
+        if isolated:
+            argv = isolation.bwrap_command(self.folder, argv)
+        env = {**isolation.ENV_ALLOWLIST, "HOME": self.folder}
+        self._process = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
+                                         env=env, cwd=self.folder)
+        threading.Thread(target=self._drain, args=(self._process.stdout,), daemon=True).start()
         theirs.close()
         self._control, self._pid = ours, os.getpid()
         return ours
@@ -60,14 +87,16 @@ class _Zygote:
     def _ask(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
         with self._lock:
             control = self._ensure()
-            socket.send_fds(control, [json.dumps(message).encode()], fds or [])
-            control.settimeout(60)
             try:
+                socket.send_fds(control, [json.dumps(message).encode()], fds or [])
+                control.settimeout(60)
                 reply = control.recv(4096)
             except (OSError, TimeoutError) as exc:
-                raise SandboxError(f"the sandbox fork server did not answer ({exc})") from None
+                self._stop()
+                raise SandboxError(f"the sandbox fork server did not answer ({exc}); {self.output[-300:]}") from None
             if not reply:
-                raise SandboxError("the sandbox fork server exited")
+                self._stop()
+                raise SandboxError(f"the sandbox fork server exited; {self.output[-300:]}")
             return json.loads(reply)
 
     def spawn(self, target: str, job: dict[str, Any]) -> tuple[int, Connection]:
@@ -82,27 +111,35 @@ class _Zygote:
         return pid, conn
 
     def kill(self, pid: int) -> None:
-        """Stop a child the fork server forked (no-op when it is already gone)."""
-        if self._pid == os.getpid() and self._process is not None and self._process.poll() is None:
-            self._ask({"op": "kill", "pid": pid})
+        """Stop a child the fork server forked (in the OS sandbox: every process but the server)."""
+        if self._running():
+            try:
+                self._ask({"op": "kill", "pid": pid})
+            except SandboxError:
+                pass
 
-    def close(self) -> None:
-        """Stop the fork server (it stops its children)."""
+    def _stop(self) -> None:
         if self._control is not None and self._pid == os.getpid():
             self._control.close()
-            self._process.wait(timeout=10)
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
         self._control = self._process = self._pid = None
 
-
-_ZYGOTE = _Zygote()
-atexit.register(_ZYGOTE.close)
+    def close(self) -> None:
+        """Stop the fork server (it stops its children; the OS sandbox goes with it)."""
+        with self._lock:
+            self._stop()
 
 
 class Child:
     """One sandboxed child process running a :mod:`.sandbox` target, spoken to in JSON messages."""
 
-    def __init__(self, target: str, job: dict[str, Any]):
-        self._pid, self._conn = _ZYGOTE.spawn(target, job)
+    def __init__(self, zygote: Zygote, target: str, job: dict[str, Any]):
+        self._zygote = zygote
+        self._pid, self._conn = zygote.spawn(target, job)
         self._alive = True
 
     def receive(self, timeout: float) -> dict[str, Any]:
@@ -117,7 +154,7 @@ class Child:
             raise SandboxError(f"the sandboxed process exited or broke the connection ({type(exc).__name__})") from None
         try:
             reply = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
             self.kill()
@@ -143,20 +180,27 @@ class Child:
         if self._alive:
             self._alive = False
             self._conn.close()
-            _ZYGOTE.kill(self._pid)
+            self._zygote.kill(self._pid)
 
 
 class AppProcess:
     """A scenario's FastAPI app served by a sandboxed child over one episode database."""
 
-    def __init__(self, folder: str | Path, database: str | Path, code: str, *, openapi: bool = True,
-                 start_timeout: float = 60.0):
-        self._child = Child("app", {"folder": str(folder), "database": str(database), "code": code, "openapi": openapi})
-        reply = self._child.receive(start_timeout)
-        if not reply.get("ok"):
+    def __init__(self, zygote: Zygote, folder: str | Path, database: str | Path, code: str, *, openapi: bool = True,
+                 start_timeout: float = 60.0, limits: dict[str, int] | None = None):
+        self._child = Child(zygote, "app", {"folder": str(folder), "database": str(database), "code": code,
+                                            "openapi": openapi, "limits": limits or {}})
+        try:
+            reply = self._child.receive(start_timeout)
+            if not reply.get("ok"):
+                raise SandboxError(str(reply.get("error", "the environment failed to start")))
+            openapi_doc = reply.get("openapi") or {}
+            if not isinstance(openapi_doc, dict):
+                raise SandboxError("the sandboxed process sent a malformed reply")
+        except BaseException:
             self._child.kill()
-            raise SandboxError(str(reply.get("error", "the environment failed to start")))
-        self.openapi: dict[str, Any] = reply.get("openapi") or {}
+            raise
+        self.openapi: dict[str, Any] = openapi_doc
 
     def request(self, method: str, path: str, query: dict[str, Any], body: Any, *, has_body: bool,
                 timeout: float) -> tuple[int, str]:
@@ -191,16 +235,38 @@ class Verdict:
     error: str | None = None
 
 
-def run_verifier(code: str, initial: bytes, final_db: str | Path, final_answer: str | None, *,
-                 timeout: float = 60.0, workdir: str | Path | None = None) -> Verdict:
-    """Run an AWM verifier on a copy of the initial database (``initial`` snapshot) and of ``final_db``."""
-    folder = Path(tempfile.mkdtemp(prefix="verify-", dir=workdir))
+def copy_out(folder: EpisodeFolder, name: str) -> bytes:
+    """A snapshot of database ``name`` in an untrusted ``folder``, read through its descriptor.
+
+    Raises :class:`SandboxError` when the file is missing, a link, not a regular file, too large or
+    not a database.
+    """
     try:
-        initial_path, final_path = folder / "initial.db", folder / "final.db"
-        db.restore(initial_path, initial)
-        db.restore(final_path, db.snapshot(final_db))
-        child = Child("verify", {"folder": str(folder), "code": code, "initial": str(initial_path),
-                                 "final": str(final_path), "final_answer": final_answer})
+        main = folder.read(name)
+        wal, journal = folder.read_optional(f"{name}-wal"), folder.read_optional(f"{name}-journal")
+        return db.from_files(main, wal, journal)
+    except UnsafeEntry as exc:
+        raise SandboxError(f"the episode database is unusable: {exc}") from None
+    except (sqlite3.Error, MemoryError) as exc:
+        raise SandboxError(f"the episode database is unusable: {type(exc).__name__}: {exc}") from None
+
+
+def run_verifier(zygote: Zygote, folder: EpisodeFolder, code: str, initial: bytes, final: bytes,
+                 final_answer: str | None, *, timeout: float = 60.0, limits: dict[str, int] | None = None) -> Verdict:
+    """Run an AWM verifier on copies of the ``initial`` and ``final`` snapshots, in a new subfolder of ``folder``.
+
+    No other child of ``zygote`` may be running (in the OS sandbox it would be stopped).
+    """
+    try:
+        sub = folder.subfolder("verify-")
+    except OSError as exc:
+        return Verdict(False, error=f"the verifier failed: no folder for it ({exc})")
+    try:
+        sub.write("initial.db", initial)
+        sub.write("final.db", final)
+        child = Child(zygote, "verify", {"folder": str(sub.path), "code": code, "initial": str(sub.path / "initial.db"),
+                                         "final": str(sub.path / "final.db"), "final_answer": final_answer,
+                                         "limits": limits or {}})
         try:
             reply = child.receive(timeout)
         finally:
@@ -209,7 +275,7 @@ def run_verifier(code: str, initial: bytes, final_db: str | Path, final_answer: 
             return Verdict(False, error=str(reply.get("error", "the verifier failed")))
         result = reply.get("result")
         return Verdict(isinstance(result, dict) and result.get("result") == "complete", result)
-    except SandboxError as exc:
+    except (SandboxError, OSError) as exc:
         return Verdict(False, error=f"the verifier failed: {exc}")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        sub.close()

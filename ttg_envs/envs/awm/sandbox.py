@@ -1,18 +1,17 @@
 """The child side of the AWM sandbox: model-written app code and verifiers run here, with least power.
 
-Each child is a fresh process (forked from a clean fork server, never from the caller) that can
-only reach one folder. Before any model-written code runs it:
+Each child is a fresh process forked from a clean fork server (:mod:`.zygote`), which by default
+runs inside the OS sandbox of :mod:`.isolation` (namespaces, uid 65534, a read-only system, only
+the episode folder writable): that is the boundary. Before any model-written code runs, a child
 
-- sets resource limits (address space, file size, open files, no core dumps) and moves into the folder;
-- installs an audit hook (PEP 578, cannot be removed) that refuses network sockets (only the
-  AF_UNIX pair asyncio needs), name lookups, new processes, signals, ctypes, SQLite extensions,
-  any file write outside the folder, any read outside the Python installation, and any SQLite
-  database other than the episode's own files;
+- sets hard resource limits, soft = hard (:data:`DEFAULT_LIMITS`), and moves into its folder;
+- installs an audit hook (PEP 578) that refuses network sockets, name lookups, new processes,
+  signals, ctypes, SQLite extensions, writes outside the folder and reads outside the Python
+  installation. Code can switch this hook off (it is a Python object), so it only catches code that
+  reaches where it should not by accident; with ``sandbox="python"`` it is all there is;
 - makes every SQLite connection refuse ``ATTACH`` and, for an app, open the episode database
   whatever path the code names (SQLAlchemy's connections included).
 
-This confines code that reaches where it should not by accident (a hard-coded database path, an
-HTTP call to a real service, a stray temp file); it is not a boundary against native exploits.
 Messages to and from the parent are JSON bytes, so a child can never make the parent unpickle.
 """
 
@@ -120,12 +119,25 @@ def _no_attach(action: int, *args: Any) -> int:
     return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
 
 
-def _confine(folder: str, databases: set[str]) -> None:
-    for limit, value in ((resource.RLIMIT_AS, 8 << 30), (resource.RLIMIT_FSIZE, 1 << 30), (resource.RLIMIT_CORE, 0),
-                         (resource.RLIMIT_NOFILE, 256)):
-        soft, hard = resource.getrlimit(limit)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (min(value, soft) if soft != resource.RLIM_INFINITY else value, hard))
+#: Hard resource limits of a child (soft = hard, so the child cannot raise them): address space and
+#: file size in bytes, CPU seconds, processes of the sandbox uid, open files.
+DEFAULT_LIMITS = {"as": 4 << 30, "fsize": 256 << 20, "cpu": 600, "nproc": 64, "nofile": 256}
+_RLIMITS = {"as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE, "cpu": resource.RLIMIT_CPU,
+            "nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE}
+
+
+def set_limits(limits: dict[str, int] | None = None) -> None:
+    """Set every limit of :data:`DEFAULT_LIMITS` (overridden by ``limits``) as both soft and hard limit."""
+    wanted = {**DEFAULT_LIMITS, **(limits or {})}
+    for key, value in [*wanted.items(), ("core", 0)]:
+        limit = _RLIMITS.get(key, resource.RLIMIT_CORE)
+        _, hard = resource.getrlimit(limit)
+        value = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+        resource.setrlimit(limit, (value, value))
+
+
+def _confine(folder: str, databases: set[str], limits: dict[str, int] | None = None) -> None:
+    set_limits(limits)
     sys.dont_write_bytecode = True
     os.chdir(folder)
     sys.addaudithook(_Guard(folder, databases))
@@ -183,7 +195,8 @@ def _find_app(namespace: dict[str, Any]):
     raise LookupError("the environment code defines no FastAPI app")
 
 
-def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True) -> None:
+def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
+              limits: dict[str, int] | None = None) -> None:
     """Load an AWM app over ``database`` and answer the parent's requests until the pipe closes.
 
     First reply: ``{"ok": true, "openapi": {...}}`` (``null`` unless ``openapi``) or
@@ -193,7 +206,7 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True)
     if fastapi is None or httpx is None:
         _send(conn, {"ok": False, "error": "fastapi/httpx/sqlalchemy are not installed (pip install 'ttg-envs[awm]')"})
         return
-    _confine(folder, {database})
+    _confine(folder, {database}, limits)
     _confine_sqlite(database)
     loop = asyncio.new_event_loop()
     try:
@@ -227,9 +240,10 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True)
         _send(conn, reply)
 
 
-def run_verifier(conn, folder: str, code: str, initial: str, final: str, final_answer: str | None) -> None:
+def run_verifier(conn, folder: str, code: str, initial: str, final: str, final_answer: str | None,
+                 limits: dict[str, int] | None = None) -> None:
     """Run one AWM verifier on copies of the initial and final databases; reply with its result."""
-    _confine(folder, {initial, final})
+    _confine(folder, {initial, final}, limits)
     _confine_sqlite(None)
     try:
         namespace = _namespace("awm_verifier")

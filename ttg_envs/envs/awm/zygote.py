@@ -32,14 +32,41 @@ def _reap(live: set[int]) -> None:
 
 
 def _run_child(fd: int, target: str) -> None:
+    # Only stdio and the job's socket cross into model-written code.
+    os.closerange(3, fd)
+    os.closerange(fd + 1, 1 << 16)
     conn = Connection(fd)
     job = json.loads(conn.recv_bytes())
     TARGETS[target](conn, **job)
 
 
-def main(control_fd: int) -> None:
+def _not_dumpable() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+
+
+def _sweep() -> None:
+    """Kill every process this one may signal (in the sandbox: all but itself and init) and reap."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                break
+        except ChildProcessError:
+            break
+
+
+def main(control_fd: int, isolated: bool = False) -> None:
     """Serve spawn and kill requests on ``control_fd`` until the parent closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's Ctrl-C is the parent's to handle
+    # kill(-1) is only safe as an unprivileged uid in a PID namespace of our own (bwrap's init is 1).
+    sweep = isolated and os.getuid() != 0 and os.getpid() == 2
+    if isolated:
+        _not_dumpable()
     control = socket.socket(fileno=control_fd)
     live: set[int] = set()
     try:
@@ -68,6 +95,8 @@ def main(control_fd: int) -> None:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                     live.discard(pid)
+                if sweep:
+                    _sweep()
                 control.send(b'{"ok": true}')
             else:
                 control.send(b'{"error": "bad request"}')

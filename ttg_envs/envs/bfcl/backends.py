@@ -18,14 +18,24 @@ import random
 from typing import Any, Mapping, Sequence
 
 from ...tools import ToolCall
+from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import bfcl_module
 
 
 class Backends:
-    """The involved backend instances of one episode and the table of their public methods."""
+    """The involved backend instances of one episode and the table of their public methods.
+
+    A stateless backend's call (``MathAPI``) runs in a child process with a time limit of
+    :attr:`call_timeout` seconds (:mod:`ttg_envs.tools.limits`); a stateful one runs here, with the
+    caller's ``decimal`` context and mpmath precision restored after it.
+    """
+
+    #: Seconds a stateless call may run; ``None`` runs it in this process without a limit.
+    call_timeout: float | None = 10.0
 
     def __init__(self, involved_classes: Sequence[str], initial_config: Mapping[str, Any], *, long_context: bool):
         config = bfcl_module("bfcl_eval.constants.executable_backend_config")
+        self.stateless = set(config.STATELESS_CLASSES)
         self.instances: dict[str, Any] = {}
         self.owner: dict[str, str] = {}
         for class_name in involved_classes:
@@ -45,8 +55,19 @@ class Backends:
         if class_name is None:
             return f"Error during execution: no backend function named {call.name!r}"
         method = getattr(self.instances[class_name], call.name)
+        if class_name in self.stateless and self.call_timeout is not None:
+            try:
+                status, value = run_limited(lambda: self._run(method, call.arguments), self.call_timeout)
+            except (ToolTimeout, ToolCrashed) as exc:
+                return f"Error during execution: {exc}"
+            return value if status == "ok" else f"Error during execution: {value[1]}"
+        with preserved_numeric_state():
+            return self._run(method, call.arguments)
+
+    @staticmethod
+    def _run(method: Any, arguments: dict[str, Any]) -> str:
         try:
-            result = method(**call.arguments)
+            result = method(**arguments)
         except Exception as exc:  # the harness reports any backend exception as the call's result
             return f"Error during execution: {exc}"
         if isinstance(result, str):
@@ -54,7 +75,7 @@ class Backends:
         if isinstance(result, dict):
             try:
                 return json.dumps(result)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):
                 return str(result)
         return str(result)
 
@@ -64,33 +85,54 @@ class Backends:
 
     def state_digest(self) -> str:
         """A hash of every instance's attributes, wall-clock timestamps left out (they differ between
-        branches that took the same actions), RNG states included."""
+        branches that took the same actions), RNG states included. Iterative, so state nested
+        however deep (a tweet holding a 600-deep list) hashes instead of raising."""
         h = hashlib.sha256()
         for class_name in sorted(self.instances):
             h.update(class_name.encode())
-            h.update(json.dumps(_canonical(self.instances[class_name], set()), sort_keys=True, default=str).encode())
+            _feed(h, self.instances[class_name])
         return h.hexdigest()
 
 
-def _canonical(value: Any, active: set[int]) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
-        return None
-    if isinstance(value, random.Random):
-        return repr(value.getstate())
-    if id(value) in active:
-        return "<cycle>"
-    active.add(id(value))
-    try:
-        if isinstance(value, Mapping):
-            return {str(k): _canonical(v, active) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [_canonical(v, active) for v in value]
-        if isinstance(value, (set, frozenset)):
-            return sorted((_canonical(v, active) for v in value), key=repr)
-        if hasattr(value, "__dict__"):
-            return {"__class__": type(value).__name__, **{k: _canonical(v, active) for k, v in vars(value).items()}}
-        return repr(value)
-    finally:
-        active.discard(id(value))
+_LEAVE = object()
+
+
+def _feed(h: Any, root: Any) -> None:
+    """Hash ``root``'s canonical content (cycles marked, timestamps dropped) without recursion."""
+    stack: list[Any] = [root]
+    active: set[int] = set()
+    while stack:
+        value = stack.pop()
+        if value is _LEAVE:
+            active.discard(stack.pop())
+            h.update(b")")
+            continue
+        if value is None or isinstance(value, (bool, float)):
+            h.update(f"{type(value).__name__}:{value!r};".encode())
+        elif isinstance(value, int):
+            h.update(f"int:{value:x};".encode())
+        elif isinstance(value, str):
+            h.update(f"str:{len(value)}:".encode() + value.encode("utf-8", "surrogatepass"))
+        elif isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+            h.update(b"time;")
+        elif isinstance(value, random.Random):
+            h.update(repr(value.getstate()).encode())
+        elif id(value) in active:
+            h.update(b"<cycle>")
+        else:
+            if isinstance(value, Mapping):
+                items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
+            elif isinstance(value, (list, tuple)):
+                items = list(enumerate(value))
+            elif isinstance(value, (set, frozenset)):
+                items = sorted(((repr(v), v) for v in value), key=lambda kv: kv[0])
+            elif hasattr(value, "__dict__"):
+                items = [("__class__", type(value).__name__), *sorted(vars(value).items(), key=lambda kv: str(kv[0]))]
+            else:
+                h.update(f"{type(value).__name__}:{value!r};".encode("utf-8", "surrogatepass"))
+                continue
+            active.add(id(value))
+            h.update(f"{type(value).__name__}(".encode())
+            stack += [id(value), _LEAVE]
+            for key, item in reversed(items):
+                stack += [item, str(key)]

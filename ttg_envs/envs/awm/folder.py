@@ -1,0 +1,150 @@
+"""An episode folder the sandboxed child can write, handled by the parent without following its paths.
+
+The child (model-written app code) may put anything in its folder: a symlink named ``episode.db``
+pointing anywhere, a directory in its place, a FIFO, a file of gigabytes. The parent therefore holds
+the folder open as a directory descriptor and touches entries only relative to it, with
+``O_NOFOLLOW`` and an ``fstat`` check that the entry is a regular file, never through a path name;
+files it hands back to sqlite are first copied out (through the descriptor) into a private folder
+the child cannot reach. Clearing the folder removes what is there without following links.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+
+class UnsafeEntry(OSError):
+    """An episode file is missing, a link, a directory or too large: the child tampered with it."""
+
+
+#: Largest episode file the parent copies out (bytes); the child's file-size limit is the same.
+MAX_FILE_BYTES = 256 << 20
+
+
+class EpisodeFolder:
+    """A folder created by the parent, owned (when the parent is root) by the sandbox uid."""
+
+    def __init__(self, prefix: str = "ttg-awm-", owner: tuple[int, int] | None = None):
+        self.path = Path(tempfile.mkdtemp(prefix=prefix))
+        self.owner = owner
+        self._parent: tuple[EpisodeFolder, str] | None = None
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        if owner is not None:
+            os.fchown(self._fd, *owner)
+
+    def read(self, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
+        """The bytes of regular file ``name``; :class:`UnsafeEntry` if it is anything else."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self._fd)
+        except FileNotFoundError:
+            raise UnsafeEntry(f"{name} is missing") from None
+        except OSError as exc:  # ELOOP: a symlink
+            raise UnsafeEntry(f"{name} cannot be opened safely ({os.strerror(exc.errno)})") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnsafeEntry(f"{name} is not a regular file")
+            if info.st_size > limit:
+                raise UnsafeEntry(f"{name} is larger than {limit} bytes")
+            chunks, left = [], limit + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            data = b"".join(chunks)
+            if len(data) > limit:
+                raise UnsafeEntry(f"{name} is larger than {limit} bytes")
+            return data
+        finally:
+            os.close(fd)
+
+    def read_optional(self, name: str) -> bytes | None:
+        """Like :meth:`read`, but ``None`` when ``name`` does not exist."""
+        try:
+            os.stat(name, dir_fd=self._fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return self.read(name)
+
+    def write(self, name: str, data: bytes) -> None:
+        """Create ``name`` (which must not exist) with ``data``, owned by the sandbox uid."""
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=self._fd)
+        try:
+            if self.owner is not None:
+                os.fchown(fd, *self.owner)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+
+    def subfolder(self, prefix: str) -> EpisodeFolder:
+        """A new, empty folder inside this one (the child must be stopped while it is made)."""
+        for _ in range(100):
+            name = prefix + os.urandom(6).hex()
+            try:
+                os.mkdir(name, 0o700, dir_fd=self._fd)
+            except FileExistsError:
+                continue
+            sub = object.__new__(EpisodeFolder)
+            sub.path, sub.owner, sub._parent = self.path / name, self.owner, (self, name)
+            sub._fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self._fd)
+            if self.owner is not None:
+                os.fchown(sub._fd, *self.owner)
+            return sub
+        raise FileExistsError("no free folder name")
+
+    def clear(self) -> None:
+        """Remove every entry (links are removed, never followed; directories recursively)."""
+        for name in os.listdir(self._fd):
+            try:
+                info = os.stat(name, dir_fd=self._fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(name, dir_fd=self._fd)
+                else:
+                    os.unlink(name, dir_fd=self._fd)
+            except FileNotFoundError:
+                pass
+
+    def remove(self, name: str) -> None:
+        """Remove entry ``name`` if present, whatever it is."""
+        try:
+            info = os.stat(name, dir_fd=self._fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(name, dir_fd=self._fd)
+        else:
+            os.unlink(name, dir_fd=self._fd)
+
+    def close(self, delete: bool = True) -> None:
+        """Release the descriptor and (by default) delete the folder."""
+        if self._fd is None:
+            return
+        try:
+            if delete:
+                self.clear()
+        finally:
+            os.close(self._fd)
+            self._fd = None
+            if delete:
+                try:
+                    if self._parent is not None:
+                        parent, name = self._parent
+                        if parent._fd is not None:
+                            parent.remove(name)
+                    else:
+                        os.rmdir(self.path)
+                except OSError:
+                    pass
+
+
+def private_folder() -> Path:
+    """A parent-only scratch folder (mode 0700, never bound into a sandbox)."""
+    return Path(tempfile.mkdtemp(prefix="ttg-awm-private-"))

@@ -1,0 +1,146 @@
+"""How the AWM fork server is started: inside a bubblewrap sandbox (default) or as a plain process.
+
+``sandbox="bwrap"`` (the default) starts the fork server (:mod:`.zygote`) and so every app and
+verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_:
+
+- new network, PID, IPC, UTS and cgroup namespaces: no network interface but a down loopback, no
+  abstract AF_UNIX names of the host, and no process outside the sandbox can be named or signalled;
+- a new mount namespace whose root holds only read-only binds of the system (``/usr``), the
+  Python installation, the site-packages and the ``ttg_envs`` package, a private ``/tmp``, a
+  minimal ``/dev`` and the sandbox's own ``/proc``; the episode folder is the only writable host path;
+- an unprivileged uid (65534) with no capabilities and ``no_new_privs``: as root, bubblewrap runs
+  privileged and ``setpriv`` drops to that uid before Python starts; as another user, a user
+  namespace maps uid 65534 to the caller;
+- an environment that holds only :data:`ENV_ALLOWLIST`, stdin on ``/dev/null`` and stdout/stderr on
+  a pipe the parent reads (no descriptor of the parent but the control socket crosses over).
+
+Hard resource limits (soft = hard) are set in each child before model-written code runs
+(:mod:`.sandbox`). ``sandbox="python"`` keeps only the in-process audit hook: it confines code
+that misbehaves by accident, not code that means harm, and warns.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+#: The uid and gid model-written code runs as (``nobody`` on Debian).
+SANDBOX_UID = SANDBOX_GID = 65534
+#: The only environment variables the sandbox sees.
+ENV_ALLOWLIST = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp",
+                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+MODES = ("bwrap", "python")
+INSTALL_HINT = ("AWM runs model-written app and verifier code under bubblewrap, which was not found or does "
+                "not work here ({why}). Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf "
+                "install bubblewrap) or pass sandbox='python' to accept the weaker in-process guard.")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The OS sandbox (bubblewrap) is missing or does not work on this machine."""
+
+
+def _python_roots() -> list[str]:
+    roots = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))}
+    for entry in sys.path:
+        if entry and os.path.basename(entry) in ("site-packages", "dist-packages") and os.path.isdir(entry):
+            roots.add(entry)
+    import ttg_envs
+
+    roots.add(os.path.dirname(os.path.realpath(ttg_envs.__file__)))
+    roots = sorted(os.path.realpath(r) for r in roots if r and os.path.isdir(r))
+    # Drop a root that lies inside another (bwrap would bind it twice).
+    return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
+
+
+def _system_binds() -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for path in ("/etc/ld.so.cache", "/etc/localtime"):
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def bwrap_command(folder: str | os.PathLike, argv: list[str]) -> list[str]:
+    """The command that runs ``argv`` (a Python command line) in the sandbox for ``folder``."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable(INSTALL_HINT.format(why="no bwrap on PATH"))
+    folder = os.path.realpath(folder)
+    args = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--hostname", "sandbox", *_system_binds()]
+    roots = _python_roots()
+    # Mount points bwrap would create are root-only; the sandbox uid must be able to walk through them.
+    parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - {"/tmp"})
+    for parent in parents:
+        args += ["--perms", "0755", "--dir", parent]
+    for root in roots:
+        args += ["--ro-bind", root, root]
+    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    for parent in sorted(str(p) for p in Path(folder).parents if str(p) not in ("/", "/tmp")):
+        args += ["--perms", "0755", "--dir", parent]
+    args += ["--bind", folder, folder, "--chdir", folder, "--clearenv"]
+    for key, value in {**ENV_ALLOWLIST, "HOME": folder}.items():
+        args += ["--setenv", key, value]
+    if os.geteuid() == 0:
+        # Privileged bwrap (no user namespace), then a real unprivileged uid: its process limit holds.
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise SandboxUnavailable(INSTALL_HINT.format(why="running as root needs setpriv (util-linux)"))
+        return args + ["--", setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+                       "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv]
+    return args[:1] + ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--cap-drop", "ALL"] \
+        + args[1:] + ["--", *argv]
+
+
+def owner() -> tuple[int, int] | None:
+    """Who must own the episode folder so the sandbox can write it (``None``: the caller)."""
+    return (SANDBOX_UID, SANDBOX_GID) if os.geteuid() == 0 else None
+
+
+@functools.cache
+def _probe() -> str | None:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="ttg-awm-probe-"))
+    try:
+        if owner() is not None:
+            os.chown(folder, *owner())
+        code = "import os; print(os.getuid(), len(os.listdir('.')))"
+        try:
+            command = bwrap_command(folder, [sys.executable, "-I", "-S", "-c", code])
+            done = subprocess.run(command, env=dict(ENV_ALLOWLIST), stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=60, check=False)
+        except SandboxUnavailable as exc:
+            return str(exc)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return INSTALL_HINT.format(why=f"bwrap could not start: {exc}")
+        if done.returncode != 0 or done.stdout.split() != [str(SANDBOX_UID), "0"]:
+            why = (done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").splitlines()[-1]
+            return INSTALL_HINT.format(why=f"bwrap failed: {why}")
+        return None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def check(mode: str) -> None:
+    """Raise :class:`SandboxUnavailable` unless ``mode`` can run here; warn for ``"python"``."""
+    if mode not in MODES:
+        raise ValueError(f"sandbox must be one of {MODES}, got {mode!r}")
+    if mode == "python":
+        warnings.warn("AWM sandbox='python': model-written code runs with only an in-process audit hook, which "
+                      "code that means harm can switch off; use sandbox='bwrap' for untrusted data.", stacklevel=3)
+        return
+    problem = _probe()
+    if problem is not None:
+        raise SandboxUnavailable(problem)
