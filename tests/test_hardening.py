@@ -180,6 +180,23 @@ def test_bfcl_math_calls_are_time_limited(monkeypatch):
     assert json.loads(backends.execute(ToolCall("power", {"base": 2, "exponent": 10}))) == {"result": 1024}
 
 
+def test_bfcl_official_call_strings_get_the_same_limits(monkeypatch):
+    """Official scoring executes the harness's call strings (Backends.execute_source): limited and isolated too."""
+    mpmath = pytest.importorskip("mpmath")
+    from ttg_envs.envs.bfcl.backends import Backends
+
+    backends = _math_backends()
+    monkeypatch.setattr(Backends, "call_timeout", 2.0)
+    prec, dps = decimal.getcontext().prec, mpmath.mp.dps
+    start = time.monotonic()
+    result = backends.execute_source("power(base=10, exponent=1000000000)")
+    assert "did not finish within 2 s" in result or '"error"' in result, result
+    assert time.monotonic() - start < 20
+    assert json.loads(backends.execute_source("power(base=2, exponent=10)")) == {"result": 1024}
+    assert "0.63092975" in backends.execute_source("logarithm(value=2, base=3, precision=40)")
+    assert (decimal.getcontext().prec, mpmath.mp.dps) == (prec, dps)
+
+
 def test_bfcl_state_nested_600_deep_still_hashes():
     pytest.importorskip("bfcl_eval")
     from ttg_envs.envs.bfcl.backends import Backends

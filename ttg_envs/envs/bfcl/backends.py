@@ -8,6 +8,7 @@ and a call reaches a backend only through the name -> public-method table of tho
 
 from __future__ import annotations
 
+import ast
 import copy
 import datetime
 import hashlib
@@ -64,6 +65,23 @@ class Backends:
         with preserved_numeric_state():
             return self._run(method, call.arguments)
 
+    def execute_source(self, source: str) -> str:
+        """Run one harness call string (official scoring, :func:`.harness.execute_call_source`) under the
+        same rules as :meth:`execute`: a call that touches only stateless backends runs in a child with
+        the time limit, anything else here with the caller's numeric state restored."""
+        from .harness import execute_call_source
+
+        run = lambda: execute_call_source(source, self.instances, self.owner)  # noqa: E731
+        names = _called_names(source)
+        if names and self.call_timeout is not None and all(self.owner.get(n) in self.stateless for n in names):
+            try:
+                status, value = run_limited(run, self.call_timeout)
+            except (ToolTimeout, ToolCrashed) as exc:
+                return f"Error during execution: {exc}"
+            return value if status == "ok" else f"Error during execution: {value[1]}"
+        with preserved_numeric_state():
+            return run()
+
     @staticmethod
     def _run(method: Any, arguments: dict[str, Any]) -> str:
         try:
@@ -92,6 +110,20 @@ class Backends:
             h.update(class_name.encode())
             _feed(h, self.instances[class_name])
         return h.hexdigest()
+
+
+def _called_names(source: str) -> list[str]:
+    """Names of every function the call string calls (empty when it does not parse)."""
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.append(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", ""))
+    return names
 
 
 _LEAVE = object()

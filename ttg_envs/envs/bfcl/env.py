@@ -27,7 +27,6 @@ from .harness import (
     MODEL_STYLES,
     HarnessDecoder,
     call_of_source,
-    execute_call_source,
     single_turn_calls,
     single_turn_verdict,
     strip_reasoning,
@@ -289,7 +288,7 @@ class BFCLEnv(ToolEnv):
             return self._end_turn(ParsedResponse(text))
         episode = self._episode
         sources = [str(s) for s in sources]
-        results = [execute_call_source(s, episode.model.instances, episode.model.owner) for s in sources]
+        results = [episode.model.execute_source(s) for s in sources]
         episode.call_steps += 1
         episode.turn_steps += 1
         episode.results.extend(results)
@@ -341,7 +340,7 @@ class BFCLEnv(ToolEnv):
         truth_calls = task.ground_truth[index]
         if self.official:
             truth = episode.truth
-            truth_results = [execute_call_source(call, truth.instances, truth.owner) for call in truth_calls]
+            truth_results = [truth.execute_source(call) for call in truth_calls]
         else:
             truth_results = [episode.truth.execute(call) for call in self._truth_calls(truth_calls)]
         verdict = check_turn(index, episode.model, episode.truth, episode.results, truth_results, truth_calls,
