@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .._optional import require
+from .._vllm_engine import start_llm
 from ..core import Generation
 from .base import ChatActor, Messages, SamplingParams
 
@@ -18,13 +19,15 @@ class VLLMActor(ChatActor):
     Args:
         model: a hub name or local folder; sampling: decoding settings;
         engine_kwargs: passed to ``vllm.LLM`` (e.g. ``tensor_parallel_size``, ``max_model_len``).
+
+    Works from a script without ``if __name__ == "__main__":`` (see :mod:`ttg_envs._vllm_engine`).
     """
 
     def __init__(self, model: str, sampling: SamplingParams | None = None, **engine_kwargs: Any):
         super().__init__(sampling)
         self._vllm = require("vllm", "vllm")
         engine_kwargs.setdefault("enable_prefix_caching", True)
-        self.llm = self._vllm.LLM(model=model, **engine_kwargs)
+        self.llm = start_llm(self._vllm, type(self).__name__, model=model, **engine_kwargs)
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""
