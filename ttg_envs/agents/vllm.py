@@ -32,8 +32,11 @@ class VLLMActor(ChatActor):
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""
         s = self.sampling
-        params = self._vllm.SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or -1,
-                                           max_tokens=s.max_tokens, seed=s.seed)
-        outputs = self.llm.chat([list(h) for h in histories], params, use_tqdm=False,
+        # vLLM refuses n > 1 with greedy decoding: ask n times for one (prefix caching shares the prompt).
+        copies = n if s.temperature == 0 else 1
+        params = self._vllm.SamplingParams(n=n // copies, temperature=s.temperature, top_p=s.top_p,
+                                           top_k=s.top_k or -1, max_tokens=s.max_tokens, seed=s.seed)
+        outputs = self.llm.chat([list(h) for h in histories for _ in range(copies)], params, use_tqdm=False,
                                 chat_template_kwargs=s.template_kwargs() or None)
-        return [[Generation(c.text, list(c.token_ids)) for c in request.outputs] for request in outputs]
+        samples = [[Generation(c.text, list(c.token_ids)) for c in request.outputs] for request in outputs]
+        return [sum(samples[i:i + copies], []) for i in range(0, len(samples), copies)]
