@@ -16,4 +16,4 @@ python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}  # GiB of KV cache (default: 4)
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/test_vllm_engine.py \
-    tests/test_trainer.py::test_vllm_generator_follows_the_policy_weights
+    tests/test_trainer.py::test_vllm_generator_follows_the_policy_weights tests/test_trainer.py::test_ttg_train_tiny_with_vllm_rollouts

@@ -266,3 +266,20 @@ def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
     expected = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False,
                               pad_token_id=tokenizer.pad_token_id)[0, len(prompt):].tolist()
     assert greedy == expected[: len(greedy)]
+
+
+def test_tiny_policy_has_a_head_dim_vllm_cpu_attention_supports():
+    from ttg_envs.training.train_cli import _tiny_policy
+
+    model, _ = _tiny_policy(ENV_ID, {})
+    assert model.config.head_dim in (32, 64)  # vLLM's CPU attention rejects 16
+
+
+def test_ttg_train_tiny_with_vllm_rollouts(tmp_path):
+    pytest.importorskip("vllm")
+    from ttg_envs.cli import main
+
+    args = ["train", "--env", ENV_ID, "--model", "tiny", "--meter", "turns", "--rollout", "vllm", "--tasks-per-step", "1",
+            "--group-size", "2", "--max-turns", "2", "--max-tokens-per-turn", "4", "--steps", "1", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert json.loads((tmp_path / "metrics.jsonl").read_text())["step"] == 1
