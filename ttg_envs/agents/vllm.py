@@ -33,7 +33,7 @@ class VLLMActor(ChatActor):
         """``n`` sampled responses per history."""
         s = self.sampling
         # vLLM refuses n > 1 with greedy decoding: ask n times for one (prefix caching shares the prompt).
-        copies = n if s.temperature == 0 else 1
+        copies = n if s.temperature == 0 and n > 1 else 1
         params = self._vllm.SamplingParams(n=n // copies, temperature=s.temperature, top_p=s.top_p,
                                            top_k=s.top_k or -1, max_tokens=s.max_tokens, seed=s.seed)
         outputs = self.llm.chat([list(h) for h in histories for _ in range(copies)], params, use_tqdm=False,
