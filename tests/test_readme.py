@@ -19,3 +19,15 @@ def test_info_field_table_matches_code():
 def test_registered_ids_are_documented():
     for env_id in ENV_IDS:
         assert f"`{env_id}`" in README
+
+
+def test_extras_table_matches_pyproject_and_infrastructure_is_not_pinned():
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    table = README.split("| extra | brings | for |", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"^\| `([\w-]+)` \|", table, re.MULTILINE)) == set(extras)
+    # Exact versions of infrastructure live in constraints.txt; the extras state ranges.
+    infrastructure = {"torch", "transformers", "tokenizers", "vllm", "verl"}
+    pinned = [r for reqs in extras.values() for r in reqs if "==" in r and re.split(r"[=<>!\[ ]", r)[0] in infrastructure]
+    assert pinned == []

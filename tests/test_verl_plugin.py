@@ -1,12 +1,13 @@
 """The verl plugin: batch fields -> advantages everywhere; estimators, hook and agent loop where verl is installed.
 
-verl pins transformers < 5.11, so its tests run in a separate environment with the ``verl`` extra
-(``pip install torch==2.13.0 'verl==0.9.1' cachetools fastapi uvicorn pandas``); here they skip.
+verl pins transformers < 5.11, so its tests run in the cluster environment that
+``scripts/setup_cluster.sh`` builds (``pip install -e '.[verl]' 'verl[vllm]==0.9.1'``); here they skip.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -288,7 +289,7 @@ def test_launch_config_composes_for_the_classic_trainer(verl):
     validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
 
-def test_task_parquet_rows(verl, tmp_path):
+def test_task_parquet_rows(tmp_path):
     pandas = pytest.importorskip("pandas")
     from ttg_envs.training.verl_plugin.dataset import main
 
@@ -298,4 +299,25 @@ def test_task_parquet_rows(verl, tmp_path):
     frame = pandas.read_parquet(tmp_path / "t.parquet")
     assert list(frame["agent_name"]) == ["ttg_agent"] * 2
     assert [row["ttg"]["task_index"] for row in frame["extra_info"]] == [0, 1]
-    assert frame["prompt"][0][0]["role"] == "system"
+    assert [row["ttg"]["task_id"] for row in frame["extra_info"]] == ["0", "1"]
+    assert frame["prompt"][0][0]["role"] == "user"
+
+
+def test_alfworld_task_rows_are_references_that_load_no_game(monkeypatch):
+    """All 600 train tasks without starting an engine; a row's index resets the env to the task it names."""
+    pytest.importorskip("alfworld")
+    from ttg_envs.envs.alfworld.tasks import AlfredTask
+    from ttg_envs.training.verl_plugin.dataset import task_rows
+
+    with monkeypatch.context() as m:
+        m.setattr(AlfredTask, "game", lambda self: pytest.fail("the dataset writer loaded a game"))
+        rows = task_rows("ttg/ALFWorld-v0", {"split": "train"}, seed=7)
+    assert len(rows) == 600
+    refs = [row["extra_info"]["ttg"] for row in rows]
+    assert [r["task_index"] for r in refs] == list(range(600)) and refs[3]["seed"] == 10
+    assert len({r["task_id"] for r in refs}) == 600
+    env = gym.make(refs[3]["env_id"], **json.loads(refs[3]["env_kwargs"]))
+    _, info = env.reset(seed=refs[3]["seed"], options={"task_index": refs[3]["task_index"]})
+    env.close()
+    assert info["task"]["id"] == refs[3]["task_id"] and info["task"]["type"] == refs[3]["task_type"]
+    assert rows[3]["prompt"] == [{"role": "user", "content": info["task"]["goal"]}]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .._optional import require
+from .._vllm_engine import start_llm
 from ..core import Generation
 from .base import ChatActor, Messages, SamplingParams
 
@@ -18,19 +19,24 @@ class VLLMActor(ChatActor):
     Args:
         model: a hub name or local folder; sampling: decoding settings;
         engine_kwargs: passed to ``vllm.LLM`` (e.g. ``tensor_parallel_size``, ``max_model_len``).
+
+    Works from a script without ``if __name__ == "__main__":`` (see :mod:`ttg_envs._vllm_engine`).
     """
 
     def __init__(self, model: str, sampling: SamplingParams | None = None, **engine_kwargs: Any):
         super().__init__(sampling)
         self._vllm = require("vllm", "vllm")
         engine_kwargs.setdefault("enable_prefix_caching", True)
-        self.llm = self._vllm.LLM(model=model, **engine_kwargs)
+        self.llm = start_llm(self._vllm, type(self).__name__, model=model, **engine_kwargs)
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""
         s = self.sampling
-        params = self._vllm.SamplingParams(n=n, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or -1,
-                                           max_tokens=s.max_tokens, seed=s.seed)
-        outputs = self.llm.chat([list(h) for h in histories], params, use_tqdm=False,
+        # vLLM refuses n > 1 with greedy decoding: ask n times for one (prefix caching shares the prompt).
+        copies = n if s.temperature == 0 and n > 1 else 1
+        params = self._vllm.SamplingParams(n=n // copies, temperature=s.temperature, top_p=s.top_p,
+                                           top_k=s.top_k or -1, max_tokens=s.max_tokens, seed=s.seed)
+        outputs = self.llm.chat([list(h) for h in histories for _ in range(copies)], params, use_tqdm=False,
                                 chat_template_kwargs=s.template_kwargs() or None)
-        return [[Generation(c.text, list(c.token_ids)) for c in request.outputs] for request in outputs]
+        samples = [[Generation(c.text, list(c.token_ids)) for c in request.outputs] for request in outputs]
+        return [sum(samples[i:i + copies], []) for i in range(0, len(samples), copies)]

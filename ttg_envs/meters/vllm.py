@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._optional import require
+from .._vllm_engine import start_llm
 from .answer import ANSWER_PREFIX, parse_answer
 from .base import CachedMeter, Estimate, History
 from .hf import METER_CONFIG, chat_prompt, completion_token_ids, token_counter
@@ -31,6 +32,8 @@ class VLLMMeter(CachedMeter):
         engine_kwargs: extra ``vllm.LLM`` arguments (``gpu_memory_utilization``, ``dtype``,
             ``enforce_eager``, ``max_model_len``...).
         cache_size: see :class:`~ttg_envs.meters.base.CachedMeter`.
+
+    Works from a script without ``if __name__ == "__main__":`` (see :mod:`ttg_envs._vllm_engine`).
     """
 
     def __init__(self, model: str, *, prompt: PromptConfig | None = None, max_new_tokens: int = 24,
@@ -41,7 +44,8 @@ class VLLMMeter(CachedMeter):
         if prompt is None and config_path.is_file():
             prompt = PromptConfig(**json.loads(config_path.read_text()).get("prompt", {}))
         self.prompt = prompt or PromptConfig()
-        self.llm = vllm.LLM(model=str(model), enable_prefix_caching=True, **(engine_kwargs or {}))
+        self.llm = start_llm(vllm, type(self).__name__, model=str(model), enable_prefix_caching=True,
+                             **(engine_kwargs or {}))
         self.tokenizer = self.llm.get_tokenizer()
         self.count = token_counter(self.tokenizer)
         self.params = vllm.SamplingParams(temperature=0.0, max_tokens=int(max_new_tokens))

@@ -123,10 +123,11 @@ class VLLMGenerator:
         import os
 
         from .._optional import require
+        from .._vllm_engine import start_llm
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.vllm = require("vllm", "vllm")
-        self.llm = self.vllm.LLM(model=model, **llm_kwargs)
+        self.llm = start_llm(self.vllm, type(self).__name__, model=model, **llm_kwargs)
 
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float

@@ -88,7 +88,8 @@ def _tiny_policy(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
         texts += [env.unwrapped.system_prompt, obs]
     env.close()
     tokenizer = train_bpe_tokenizer(texts, vocab_size=1024)
-    return tiny_causal_lm(tokenizer, hidden=64, layers=2, seed=0), tokenizer
+    # 2 heads of 32: vLLM's CPU attention rejects head_dim 16 (32 and 64 work).
+    return tiny_causal_lm(tokenizer, hidden=64, layers=2, heads=2, seed=0), tokenizer
 
 
 def _load_policy(args: argparse.Namespace, env_kwargs: dict[str, Any], device: str) -> tuple[Any, Any, Any]:

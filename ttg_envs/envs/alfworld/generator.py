@@ -61,10 +61,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import alfworld
-import alfworld.gen.constants as C
 import numpy as np
-from alfworld.gen.goal_library import gdict
+
+from ..._optional import require
+
+# Without the `alfworld` extra, importing this module (and so any bundled task list) raises the
+# one-line MissingExtraError naming it.
+alfworld = require("alfworld", "alfworld")
+C = require("alfworld.gen.constants", "alfworld")
+gdict = require("alfworld.gen.goal_library", "alfworld").gdict
 
 GENERATOR_VERSION = "1.0"
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -1,4 +1,4 @@
-"""Task lists for verl: one parquet row per task, read by verl's RLHFDataset and the ``ttg_agent`` loop."""
+"""Task lists for verl: one parquet row per task reference, read by verl's RLHFDataset and the ``ttg_agent`` loop."""
 
 from __future__ import annotations
 
@@ -13,24 +13,29 @@ __all__ = ["task_rows", "write_task_parquet"]
 
 def task_rows(env_id: str, env_kwargs: dict[str, Any] | None = None, limit: int | None = None,
               seed: int = 0) -> list[dict[str, Any]]:
-    """One row per task of ``env_id``: its first transcript as ``prompt``, the task in ``extra_info["ttg"]``.
+    """One row per task of ``env_id``: a reference to the task in ``extra_info["ttg"]``, no game loaded.
 
-    ``env_kwargs`` travel as a JSON string (parquet cannot store an empty struct).
+    The ``ttg_agent`` loop resets the env on ``task_index`` itself and builds the real first
+    transcript there, so a row only names its task: ``prompt`` is one user message with the task's
+    goal (or its id), which verl's dataset needs as a chat. ``env_kwargs`` travel as a JSON string
+    (parquet cannot store an empty struct).
     """
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
     env = gym.make(env_id, **(env_kwargs or {}))
-    n = env.unwrapped.num_tasks if limit is None else min(limit, env.unwrapped.num_tasks)
+    tasks = env.unwrapped
+    n = tasks.num_tasks if limit is None else min(limit, tasks.num_tasks)
     rows = []
     for index in range(n):
-        env.reset(seed=seed + index, options={"task_index": index})
+        info = tasks._task_info(index)  # the task list's own record: no engine start
         rows.append({
             "data_source": env_id,
             "agent_name": "ttg_agent",
-            "prompt": [dict(m) for m in env.unwrapped.messages],
+            "prompt": [{"role": "user", "content": info.get("goal") or f"{env_id} task {info['id']}"}],
             "extra_info": {"ttg": {"env_id": env_id, "env_kwargs": json.dumps(env_kwargs or {}), "task_index": index,
+                                   "task_id": str(info["id"]), "task_type": str(info.get("type", "")),
                                    "seed": seed + index}},
         })
     env.close()
