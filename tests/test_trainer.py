@@ -266,3 +266,17 @@ def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
     expected = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False,
                               pad_token_id=tokenizer.pad_token_id)[0, len(prompt):].tolist()
     assert greedy == expected[: len(greedy)]
+
+
+def test_prompt_window_keeps_rollout_prompts_to_the_last_turn(tmp_path, tokenizer):
+    trainer = Trainer(_config(tmp_path, estimator="grpo", history=0, kl_coef=0.0), _model(tokenizer), tokenizer)
+    episodes = trainer.rollout(np.random.default_rng(0))
+    full = Trainer(_config(tmp_path / "f", estimator="grpo", kl_coef=0.0), _model(tokenizer), tokenizer)
+    full_episodes = full.rollout(np.random.default_rng(0))
+    late = [len(p) for e in episodes for p in e.prompts[1:]]
+    late_full = [len(p) for e in full_episodes for p in e.prompts[1:]]
+    assert late and max(late) < max(late_full)
+    # history=0: every later prompt is the head plus the current observation, so all have one length per task
+    # (the tiny env's observation is always "again").
+    for e in episodes:
+        assert len({len(p) for p in e.prompts[1:]}) <= 1

@@ -139,9 +139,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exceptions that mean "the input was wrong": reported in one line with exit code 2 (``--debug``: traceback).
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ImportError, KeyError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ttg`` console script."""
+    """Entry point of the ``ttg`` console script.
+
+    ``ttg --version`` prints the version. An input error (a bad value, a path or model that is not
+    found, a missing extra, an unknown env id) prints one ``ttg: error: ...`` line and returns 2;
+    ``--debug`` anywhere on the line shows the traceback instead.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    if argv[:1] in (["--version"], ["-V"]):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"ttg-envs {version('ttg-envs')}")
+        except PackageNotFoundError:
+            print("ttg-envs (not installed as a package)")
+        return 0
+    if debug:
+        return _dispatch(argv)
+    try:
+        return _dispatch(argv)
+    except USER_ERRORS as exc:
+        print(f"ttg: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # gymnasium's unknown-id errors are not ValueErrors
+        if type(exc).__module__.startswith("gymnasium"):
+            print(f"ttg: error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _one_line(exc: BaseException) -> str:
+    text = (exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)).strip().splitlines()
+    return (text[0] if text else type(exc).__name__) + ("  (run with --debug for the traceback)" if len(text) > 1 else "")
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "generate-alfworld":
         return _generate_alfworld(argv[1:])
     if argv and argv[0] == "train":

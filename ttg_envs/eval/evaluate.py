@@ -135,6 +135,10 @@ def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str
     for condition in conditions:
         if parse_condition(condition)[0] == "guided" and meter is None:
             raise ValueError(f"condition {condition!r} needs a meter")
+    if isinstance(meter, (str, os.PathLike)):
+        from ..meters.loading import check_meter_spec
+
+        check_meter_spec(meter)  # a mistyped path fails here, before any worker starts
     jobs = []
     for split in splits:
         kwargs = {"split": split, **(env_kwargs or {})}
