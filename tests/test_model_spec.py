@@ -111,3 +111,33 @@ def test_cached_gguf_conversion_is_rebuilt_when_its_marker_is_wrong(tmp_path):
     assert not model_spec._complete(marker, "abc")
     marker.write_text('{"sha256": "abc"}')
     assert model_spec._complete(marker, "abc")
+
+
+def test_a_count_of_zero_is_a_usage_error(capsys):
+    from ttg_envs.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["rollout", "--limit", "0"])
+    assert exit_.value.code == 2 and "must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_progress_without_a_terminal_writes_plain_lines(capsys, monkeypatch):
+    from ttg_envs.progress import progress_bar
+
+    monkeypatch.setenv("TTG_PROGRESS_SECONDS", "0")
+    with progress_bar(total=3, desc="record train", unit="ep") as bar:
+        for _ in range(3):
+            bar.update(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("record train: 3/3 ep, 100% |") and "\r" not in "".join(lines)
+    assert len(lines) == len(set(lines)) >= 2
+
+
+def test_a_single_seed_has_no_spread():
+    from ttg_envs.eval.report import markdown_table
+
+    row = {"actor": "a", "split": "s", "condition": "natural", "task_type": "all", "seeds": [0], "episodes": 4,
+           "success_rate_mean": 0.5, "success_rate_std": 0.0, "avg_steps_mean": 3.0, "avg_steps_std": 0.0,
+           "avg_tokens_mean": 10.0}
+    assert "| 50.0 ± n/a | 3.00 ± n/a |" in markdown_table([row])
+    assert "| 50.0 ± 0.0 | 3.00 ± 0.00 |" in markdown_table([{**row, "seeds": [0, 1]}])

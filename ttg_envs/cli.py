@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from .cli_args import positive_int
+
 
 def _rollout(args: argparse.Namespace) -> int:
     import gymnasium as gym
@@ -83,7 +85,7 @@ def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None
                    help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> "
                         "(default: %(default)s)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    p.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")
     p.add_argument("--out", default=out, help="report folder (default: %(default)s)")
 
 
@@ -105,8 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"])
     ro.add_argument("--eps", type=float, default=0.3, help="noisy expert's random-action probability")
     ro.add_argument("--seed", type=int, default=0)
-    ro.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
-    ro.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    ro.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    ro.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")
     ro.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ro.add_argument("--record", action="store_true", help="write trajectories (JSONL) next to the report")
     ro.add_argument("--out", default="runs/rollout", help="report folder (default: %(default)s)")
@@ -116,17 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
     ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
-    ev.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    ev.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
     de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
     _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
     de.add_argument("--meter", default=None, help="use this meter instead of training one")
-    de.add_argument("--tasks", type=int, default=10, help="evaluated tasks per split (default: %(default)s)")
+    de.add_argument("--tasks", type=positive_int, default=10, help="evaluated tasks per split (default: %(default)s)")
     de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
-    de.add_argument("--meter-tasks", type=int, default=90, help="tasks the meter trains on (default: %(default)s)")
-    de.add_argument("--epochs", type=int, default=10, help="meter training epochs (default: %(default)s)")
+    de.add_argument("--meter-tasks", type=positive_int, default=90, help="tasks the meter trains on (default: %(default)s)")
+    de.add_argument("--epochs", type=positive_int, default=10, help="meter training epochs (default: %(default)s)")
     de.add_argument("--meter-policies", nargs="+", default=None,
                     help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
                          "noisy_expert:0.5, noisy_expert:1)")

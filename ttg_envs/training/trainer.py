@@ -163,9 +163,9 @@ class Trainer:
         history = []
         bar = None
         if progress:
-            from tqdm.auto import tqdm
+            from ..progress import progress_bar
 
-            bar = tqdm(total=total, initial=self.step_index, desc="ttg train", unit="step")
+            bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
         while self.step_index < total:
             metrics = self.step()
             history.append(metrics)
