@@ -124,8 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
     _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
+    de.set_defaults(seeds=None)  # the panel's seeds unless given
     de.add_argument("--meter", default=None, help="use this meter instead of training one")
-    de.add_argument("--tasks", type=positive_int, default=10, help="evaluated tasks per split (default: %(default)s)")
+    de.add_argument("--tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
+    de.add_argument("--panel", default="heldout", choices=("heldout", "development"),
+                    help="heldout: 20 tasks per split and seeds 3-5 never used to choose the demo's settings "
+                         "(default); development: the 10 tasks and seeds 0-2 they were chosen on")
     de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
     de.add_argument("--meter-tasks", type=positive_int, default=90, help="tasks the meter trains on (default: %(default)s)")
     de.add_argument("--epochs", type=positive_int, default=10, help="meter training epochs (default: %(default)s)")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..model_spec import ModelNotFoundError, looks_local
 from .base import ProgressMeter
+from .ready import READY_METERS, ready_meter_path
 from .hf import METER_CONFIG
 
 _SCHEMES = ("hf", "transformers", "vllm", "openai", "encoder")
@@ -18,6 +19,7 @@ def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> Progre
     """Build a meter from ``spec``; ``kwargs`` go to the backend's constructor.
 
     - a meter object: returned as is;
+    - a registered env id (``ttg/ALFWorld-v0``, ...): the meter shipped for it (:mod:`ttg_envs.meters.ready`);
     - ``hf:<model-spec>`` (or ``transformers:``): :class:`~ttg_envs.meters.hf.TransformersMeter`; a hub
       id, a local folder or a GGUF file, with options ``?revision=...&gguf_file=...&dtype=...``
       (:mod:`ttg_envs.model_spec`);
@@ -36,6 +38,8 @@ def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> Progre
             return spec
         raise TypeError(f"cannot make a meter from {type(spec).__name__}")
     text = os.fspath(spec)
+    if text in READY_METERS and not Path(text).exists():
+        return _from_scheme("encoder", str(ready_meter_path(text)), kwargs)
     scheme, sep, rest = text.partition(":")
     if sep and scheme in _SCHEMES and not Path(text).exists():
         return _from_scheme(scheme, rest, kwargs)
@@ -72,6 +76,9 @@ def check_meter_spec(spec: str | os.PathLike) -> None:
     """Raise :class:`~ttg_envs.model_spec.ModelNotFoundError` at once if ``spec`` names a local path that
     does not exist (``hf:``/``encoder:`` specs included); loads nothing."""
     text = os.fspath(spec)
+    if text in READY_METERS and not Path(text).exists():
+        ready_meter_path(text)
+        return
     scheme, sep, rest = text.partition(":")
     if sep and scheme in ("hf", "transformers", "encoder") and not Path(text).exists():
         text = rest
