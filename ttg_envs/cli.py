@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from .cli_args import positive_int
+
 
 def _rollout(args: argparse.Namespace) -> int:
     import gymnasium as gym
@@ -83,7 +85,7 @@ def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None
                    help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> "
                         "(default: %(default)s)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    p.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")
     p.add_argument("--out", default=out, help="report folder (default: %(default)s)")
 
 
@@ -105,8 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"])
     ro.add_argument("--eps", type=float, default=0.3, help="noisy expert's random-action probability")
     ro.add_argument("--seed", type=int, default=0)
-    ro.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
-    ro.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    ro.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    ro.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")
     ro.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ro.add_argument("--record", action="store_true", help="write trajectories (JSONL) next to the report")
     ro.add_argument("--out", default="runs/rollout", help="report folder (default: %(default)s)")
@@ -116,17 +118,21 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
     ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
-    ev.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    ev.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
     de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
     _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
+    de.set_defaults(seeds=None)  # the panel's seeds unless given
     de.add_argument("--meter", default=None, help="use this meter instead of training one")
-    de.add_argument("--tasks", type=int, default=10, help="evaluated tasks per split (default: %(default)s)")
+    de.add_argument("--tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
+    de.add_argument("--panel", default="heldout", choices=("heldout", "development"),
+                    help="heldout: 20 tasks per split and seeds 3-5 never used to choose the demo's settings "
+                         "(default); development: the 10 tasks and seeds 0-2 they were chosen on")
     de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
-    de.add_argument("--meter-tasks", type=int, default=90, help="tasks the meter trains on (default: %(default)s)")
-    de.add_argument("--epochs", type=int, default=10, help="meter training epochs (default: %(default)s)")
+    de.add_argument("--meter-tasks", type=positive_int, default=90, help="tasks the meter trains on (default: %(default)s)")
+    de.add_argument("--epochs", type=positive_int, default=10, help="meter training epochs (default: %(default)s)")
     de.add_argument("--meter-policies", nargs="+", default=None,
                     help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
                          "noisy_expert:0.5, noisy_expert:1)")
@@ -139,9 +145,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exceptions that mean "the input was wrong": reported in one line with exit code 2 (``--debug``: traceback).
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ImportError, KeyError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ttg`` console script."""
+    """Entry point of the ``ttg`` console script.
+
+    ``ttg --version`` prints the version. An input error (a bad value, a path or model that is not
+    found, a missing extra, an unknown env id) prints one ``ttg: error: ...`` line and returns 2;
+    ``--debug`` anywhere on the line shows the traceback instead.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    if argv[:1] in (["--version"], ["-V"]):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"ttg-envs {version('ttg-envs')}")
+        except PackageNotFoundError:
+            print("ttg-envs (not installed as a package)")
+        return 0
+    if debug:
+        return _dispatch(argv)
+    try:
+        return _dispatch(argv)
+    except USER_ERRORS as exc:
+        print(f"ttg: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # gymnasium's unknown-id errors are not ValueErrors
+        if type(exc).__module__.startswith("gymnasium"):
+            print(f"ttg: error: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _one_line(exc: BaseException) -> str:
+    text = (exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)).strip().splitlines()
+    return (text[0] if text else type(exc).__name__) + ("  (run with --debug for the traceback)" if len(text) > 1 else "")
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "generate-alfworld":
         return _generate_alfworld(argv[1:])
     if argv and argv[0] == "train":

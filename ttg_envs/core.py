@@ -9,6 +9,7 @@ actors and progress meters read. Subclasses plug a real engine in through a hand
 from __future__ import annotations
 
 import copy
+import re
 import string
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
@@ -127,6 +128,80 @@ def parse_react(text: str) -> ParsedAction:
     return ParsedAction(command)
 
 
+#: ``action_format`` values of ReAct envs: the paper's tags only, or the lenient extras of :func:`parse_lenient`.
+ACTION_FORMATS = ("strict", "lenient")
+
+_LIST_MARKER = re.compile(r"^(?:[-*\u2022>]+|\(?\d{1,3}[.):])\s*")
+_ACTION_LABEL = re.compile(r"^(?:action|command|answer)\s*[:=-]\s*", re.IGNORECASE)
+
+
+def parse_lenient(text: str, commands: Sequence[str] | None = None) -> ParsedAction:
+    """:func:`parse_react`, plus two readings of a response without valid ``<action>`` tags.
+
+    With the tags missing or malformed, ``<think>`` blocks and any stray tags are set aside and
+
+    1. a response that names exactly one of ``commands`` (case-insensitive, as whole words: "go to
+       drawer 1" is not named by "go to drawer 10") is that command, in its canonical spelling;
+    2. otherwise, a response whose text is one line (list markers such as ``1.`` or ``-``, a label
+       such as ``Action:``, quotes and a final full stop removed) is that line as the command.
+
+    Anything else (two commands named, several lines, nothing) gets :func:`parse_react`'s error,
+    so a malformed response still says what the strict format is. Never raises.
+    """
+    strict = parse_react(text)
+    if strict.error is None:
+        return strict
+    body = _without_tags(text)
+    named = _named_commands(body, commands or ())
+    if len(named) == 1:
+        return ParsedAction(named[0])
+    if not named:
+        lines = [line for line in (_clean_line(raw) for raw in body.splitlines()) if line]
+        if len(lines) == 1:
+            return ParsedAction(lines[0])
+    return strict
+
+
+def _without_tags(text: str) -> str:
+    """``text`` without ``<think>...</think>`` blocks (an unclosed one runs to the end) and other tags."""
+    out, lower, start = [], text.lower(), 0
+    while True:
+        open_at = lower.find("<think>", start)
+        if open_at < 0:
+            out.append(text[start:])
+            break
+        out.append(text[start:open_at])
+        close_at = lower.find("</think>", open_at)
+        if close_at < 0:
+            break
+        start = close_at + len("</think>")
+    body = "".join(out)
+    for tag in ("<action>", "</action>", "<think>", "</think>"):
+        body = re.sub(re.escape(tag), " ", body, flags=re.IGNORECASE)
+    return body
+
+
+def _named_commands(body: str, commands: Sequence[str]) -> list[str]:
+    found = []
+    for command in dict.fromkeys(commands):
+        words = command.split()
+        if not words:
+            continue
+        pattern = r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)"
+        if re.search(pattern, body, re.IGNORECASE):
+            found.append(command)
+    # A command inside another named one ("look" inside "look at mug") is not a second choice.
+    return [c for c in found if not any(c != other and c.lower() in other.lower() for other in found)]
+
+
+def _clean_line(raw: str) -> str:
+    line = _ACTION_LABEL.sub("", _LIST_MARKER.sub("", raw.strip()))
+    line = line.strip().strip("`'\"").strip()
+    if line.endswith("."):
+        line = line[:-1]
+    return " ".join(line.split())
+
+
 @dataclass
 class StepOutcome:
     """What an engine returns for one applied command (``TextEnv._apply``).
@@ -163,7 +238,10 @@ class TextEnv(gym.Env[str, str]):
     - ``_state_key() -> str``: hash of the canonical engine state;
     - optionally ``_snapshot()``/``_restore(snapshot)`` for O(1) branching (default: replay),
       ``parse_action`` for another action syntax, ``_invalid_outcome`` for a richer error turn,
-      and ``system_prompt``.
+      ``known_commands`` (what lenient parsing may match) and ``system_prompt``.
+
+    ``action_format``: ``"strict"`` (the paper's protocol: one ``<action>`` block) or ``"lenient"``
+    (see :func:`parse_lenient`), for envs that read ReAct tags.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
@@ -172,9 +250,15 @@ class TextEnv(gym.Env[str, str]):
     #: Longest response ``step`` parses (characters); longer is an invalid step stating the limit.
     max_action_chars: ClassVar[int] = MAX_ACTION_CHARS
 
-    def __init__(self, *, max_steps: int | None = None, render_mode: str | None = None):
+    def __init__(self, *, max_steps: int | None = None, render_mode: str | None = None, action_format: str = "strict"):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if action_format not in ACTION_FORMATS:
+            raise ValueError(f"action_format must be one of {ACTION_FORMATS}, got {action_format!r}")
+        if action_format != "strict" and type(self).parse_action is not TextEnv.parse_action:
+            raise ValueError(f"{type(self).__name__} has an action syntax of its own; action_format={action_format!r} "
+                             "applies to envs that read ReAct <action> tags")
+        self.action_format = action_format
         self.max_steps = int(max_steps) if max_steps is not None else self.default_max_steps
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -228,8 +312,15 @@ class TextEnv(gym.Env[str, str]):
         return f"Reason inside <think> </think>, then give exactly one command as {_REACT_FORMAT}."
 
     def parse_action(self, text: str) -> ParsedAction:
-        """Turn assistant text into a command (default: ReAct ``<action>`` tags). Never raises."""
+        """Turn assistant text into a command (default: ReAct ``<action>`` tags; with
+        ``action_format="lenient"``, :func:`parse_lenient` over :meth:`known_commands`). Never raises."""
+        if self.action_format == "lenient":
+            return parse_lenient(text, self.known_commands())
         return parse_react(text)
+
+    def known_commands(self) -> Sequence[str] | None:
+        """The commands the engine accepts now, for lenient parsing (None: not known)."""
+        return None
 
     def _invalid_outcome(self, error: str) -> StepOutcome:
         """The turn returned for a response that did not parse: the error is the observation."""

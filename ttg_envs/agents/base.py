@@ -53,14 +53,37 @@ class Actor(Protocol):
 
 
 class ChatActor:
-    """Base of model-backed actors: reads each env's transcript and calls :meth:`generate`."""
+    """Base of model-backed actors: reads each env's transcript and calls :meth:`generate`.
 
-    def __init__(self, sampling: SamplingParams | None = None):
+    Args:
+        sampling: decoding settings.
+        window: which part of the transcript the prompt holds (:class:`~ttg_envs.agents.window.PromptWindow`,
+            a name such as ``"paper"`` for appendix E.5's last 2 turns within 2048 tokens, or a turn
+            count); default: the whole transcript.
+    """
+
+    def __init__(self, sampling: SamplingParams | None = None, *, window: Any = None):
+        from .window import WindowedPrompts, as_window
+
         self.sampling = sampling or SamplingParams()
+        self.window = as_window(window)
+        self._windowed = WindowedPrompts(self.window, self.count_prompt_tokens)
 
     def sample(self, envs: Sequence[gym.Env], n: int = 1) -> list[list[Generation]]:
-        """``n`` candidates per env, generated in one batch from the envs' transcripts."""
-        return self.generate([env.unwrapped.messages for env in envs], n)
+        """``n`` candidates per env, generated in one batch from the envs' (windowed) transcripts."""
+        return self.generate([self._windowed(env.unwrapped.messages) for env in envs], n)
+
+    def count_prompt_tokens(self, messages: Messages) -> int:
+        """Tokens of a prompt made from ``messages``; backends with a tokenizer count exactly.
+
+        This default counts message contents with the offline Qwen3 tokenizer plus 4 tokens of
+        template per message (Qwen3's ChatML adds exactly that).
+        """
+        from ..tokenization import load_tokenizer
+
+        tokenizer = getattr(self, "_count_tokenizer", None) or load_tokenizer()
+        self._count_tokenizer = tokenizer
+        return sum(tokenizer.count(str(m.get("content") or "")) + 4 for m in messages)
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` responses per chat history."""

@@ -19,10 +19,12 @@ class TransformersActor(ChatActor):
     Args:
         model: a causal LM; tokenizer: its tokenizer (with a chat template).
         sampling: decoding settings; batch_size: histories per ``generate`` call.
+        window: the part of the transcript prompted with (see :class:`~ttg_envs.agents.base.ChatActor`).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, batch_size: int = 8):
-        super().__init__(sampling)
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, batch_size: int = 8,
+                 window: Any = None):
+        super().__init__(sampling, window=window)
         self._torch = require("torch", "hf")
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -32,14 +34,24 @@ class TransformersActor(ChatActor):
 
     @classmethod
     def from_pretrained(cls, name: str, sampling: SamplingParams | None = None, *, device: str | None = None,
-                        dtype: Any = "auto", **kwargs: Any) -> TransformersActor:
-        """Load model and tokenizer from a hub name or a local folder."""
-        transformers = require("transformers", "hf")
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
-        model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+                        dtype: Any = None, revision: str | None = None, gguf_file: str | None = None,
+                        **kwargs: Any) -> TransformersActor:
+        """Load model and tokenizer from a model spec: a hub id, a local folder or a GGUF file.
+
+        See :mod:`ttg_envs.model_spec` (options may also sit in the spec: ``name?revision=...``).
+        """
+        from ..model_spec import load_causal_lm
+
+        model, tokenizer = load_causal_lm(name, dtype=dtype, revision=revision, gguf_file=gguf_file)
         if device:
             model.to(device)
         return cls(model, tokenizer, sampling, **kwargs)
+
+    def count_prompt_tokens(self, messages: Messages) -> int:
+        """Exact prompt length through the model's chat template."""
+        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False,
+                                                  **self.sampling.template_kwargs())
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""

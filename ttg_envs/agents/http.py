@@ -22,11 +22,13 @@ class OpenAIActor(ChatActor):
         base_url: API root, e.g. ``http://localhost:8000/v1``; model: the served model name.
         api_key: bearer token (default ``$OPENAI_API_KEY``, else none).
         concurrency: requests in flight; timeout: seconds per request.
+        window: the part of the transcript sent (see :class:`~ttg_envs.agents.base.ChatActor`; the
+            token budget is counted with the offline Qwen3 tokenizer, the server's is not known).
     """
 
     def __init__(self, base_url: str, model: str, sampling: SamplingParams | None = None, *, api_key: str | None = None,
-                 concurrency: int = 16, timeout: float = 300.0):
-        super().__init__(sampling)
+                 concurrency: int = 16, timeout: float = 300.0, window: Any = None):
+        super().__init__(sampling, window=window)
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .base import Actor, SamplingParams
@@ -9,7 +10,7 @@ from .base import Actor, SamplingParams
 _SCHEMES = ("scripted", "hf", "transformers", "vllm", "openai")
 
 
-def load_actor(spec: str | Actor, sampling: SamplingParams | None = None, *, seed: int | None = None, **kwargs: Any) -> Actor:
+def load_actor(spec: str | Actor, sampling: SamplingParams | Mapping[str, Any] | None = None, *, seed: int | None = None, **kwargs: Any) -> Actor:
     """Build an actor; ``kwargs`` go to the backend's constructor.
 
     - an actor object: returned as is;
@@ -19,7 +20,8 @@ def load_actor(spec: str | Actor, sampling: SamplingParams | None = None, *, see
     - ``vllm:<name-or-path>``: :class:`~ttg_envs.agents.vllm.VLLMActor`;
     - ``openai:<base-url>#<model>``: :class:`~ttg_envs.agents.http.OpenAIActor`.
 
-    ``seed`` also becomes the sampling seed of model actors when ``sampling`` has none.
+    ``seed`` also becomes the sampling seed of model actors when ``sampling`` has none; ``sampling``
+    may be a dict of :class:`SamplingParams` fields (as JSON ``--actor-kwargs`` give it).
     """
     if not isinstance(spec, str):
         if hasattr(spec, "sample"):
@@ -35,6 +37,8 @@ def load_actor(spec: str | Actor, sampling: SamplingParams | None = None, *, see
         if eps:
             kwargs["eps"] = float(eps)
         return ScriptedActor(policy, seed=seed, **kwargs)
+    if isinstance(sampling, Mapping):  # e.g. from a JSON --actor-kwargs '{"sampling": {"max_tokens": 64}}'
+        sampling = SamplingParams(**sampling)
     sampling = sampling or SamplingParams()
     if seed is not None and sampling.seed is None:
         from dataclasses import replace

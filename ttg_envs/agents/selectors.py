@@ -94,8 +94,13 @@ class GuidedSelector(NaturalSelector):
         """The best of ``k`` candidates per env; all candidates come from one actor call."""
         return [self.choose(env, candidates) for env, candidates in zip(envs, self.actor.sample(envs, self.k))]
 
-    def choose(self, env: gym.Env, candidates: Sequence[Generation]) -> Generation:
-        """Trial-execute ``candidates`` from ``env``'s state and return the one the meter ranks best."""
+    def choose(self, env: gym.Env, candidates: Sequence[Generation | str]) -> Generation:
+        """Trial-execute ``candidates`` from ``env``'s state and return the one the meter ranks best.
+
+        Plain strings are accepted as the other selectors accept them (they become
+        :class:`~ttg_envs.core.Generation` objects without token ids).
+        """
+        candidates = [c if isinstance(c, Generation) else Generation(str(c)) for c in candidates]
         selection = Selection(list(candidates))
         first: dict[str, int] = {}
         for i, candidate in enumerate(candidates):

@@ -23,11 +23,18 @@ class VLLMActor(ChatActor):
     Works from a script without ``if __name__ == "__main__":`` (see :mod:`ttg_envs._vllm_engine`).
     """
 
-    def __init__(self, model: str, sampling: SamplingParams | None = None, **engine_kwargs: Any):
-        super().__init__(sampling)
+    def __init__(self, model: str, sampling: SamplingParams | None = None, *, window: Any = None, **engine_kwargs: Any):
+        super().__init__(sampling, window=window)
         self._vllm = require("vllm", "vllm")
         engine_kwargs.setdefault("enable_prefix_caching", True)
         self.llm = start_llm(self._vllm, type(self).__name__, model=model, **engine_kwargs)
+
+    def count_prompt_tokens(self, messages: Messages) -> int:
+        """Exact prompt length through the served model's chat template."""
+        tokenizer = self.llm.get_tokenizer()
+        text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False,
+                                             **self.sampling.template_kwargs())
+        return len(tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""

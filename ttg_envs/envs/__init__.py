@@ -24,6 +24,6 @@ def policy_factory(env_id: str):
     import importlib
 
     if env_id not in SCRIPTED_POLICIES:
-        raise KeyError(f"{env_id} has no scripted policies; known: {sorted(SCRIPTED_POLICIES)}")
+        raise ValueError(f"unknown env id {env_id!r}; scripted policies exist for: {', '.join(sorted(SCRIPTED_POLICIES))}")
     module, func = SCRIPTED_POLICIES[env_id].split(":")
     return getattr(importlib.import_module(module), func)

@@ -3,7 +3,8 @@
 Offline and on a CPU by default:
 
 - tasks: the bundled ALFWorld games; the meter trains on 90 tasks spread over ``train`` and each
-  valid split evaluates 10 tasks spread over it (every task type appears);
+  valid split evaluates 20 tasks spread over it with seeds 3-5 (every task type appears), none of
+  them the 10 tasks x seeds 0-2 on which the demo's settings were chosen (``--panel development``);
 - meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of four
   scripted policies of different quality, recorded through ``TokenCounter``;
 - actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
@@ -23,16 +24,24 @@ from typing import Any, Sequence
 #: Scripted policies of different quality that the demo's meter learns from (``ttg train-meter`` syntax).
 METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
 
+#: Evaluation panels. ``development``: the tasks and seeds on which the demo's meter settings
+#: (window, segment length, data size) were chosen; ``heldout`` (the default): other tasks of the
+#: same splits and other seeds, never looked at while choosing, so its table is the honest one.
+PANELS = {"development": {"tasks": 10, "seeds": (0, 1, 2)}, "heldout": {"tasks": 20, "seeds": (3, 4, 5)}}
+
 
 def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], meter_split: str, eval_tasks: int,
-               meter_tasks: int) -> tuple[str, tuple[int, ...], dict[str, tuple[int, ...]], str]:
+               meter_tasks: int, panel: str = "development") -> tuple[str, tuple[int, ...], dict[str, tuple[int, ...]], str]:
     """(meter split, meter task indices, evaluated task indices per split, note).
 
     The meter trains on ``meter_tasks`` tasks spread over ``meter_split`` and each split evaluates
     ``eval_tasks`` tasks spread over it, so every task type appears in both (task lists are sorted
     by id, which groups types). If ``meter_split`` is missing the meter trains on ``valid_seen``
-    tasks, and the valid_seen evaluation spreads over the tasks the meter never saw.
+    tasks, and the valid_seen evaluation spreads over the tasks the meter never saw. With
+    ``panel="heldout"`` the tasks of the development panel (:data:`PANELS`) are left out too.
     """
+    if panel not in PANELS:
+        raise ValueError(f"unknown panel {panel!r}; expected one of {', '.join(PANELS)}")
     from functools import cache
 
     import gymnasium as gym
@@ -60,6 +69,9 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
     tasks = {}
     for split in splits:
         free = [i for i in range(count(split)) if split != meter_split or i not in trained]
+        if panel == "heldout":
+            development = {free[i] for i in spread_indices(len(free), PANELS["development"]["tasks"])}
+            free = [i for i in free if i not in development]
         tasks[split] = tuple(free[i] for i in spread_indices(len(free), eval_tasks))
     return meter_split, meter_indices, tasks, note
 
@@ -84,8 +96,12 @@ def run_demo(args: Any) -> int:
     out = Path(args.out)
     env_kwargs = json.loads(args.env_kwargs)
     timings: dict[str, float] = {}
+    panel = PANELS[args.panel]
+    args.tasks = args.tasks or panel["tasks"]
+    args.seeds = list(args.seeds or panel["seeds"])
     meter_split, meter_indices, tasks, note = plan_tasks(args.env, env_kwargs, args.splits, args.meter_split, args.tasks,
-                                                         args.meter_tasks)
+                                                         args.meter_tasks, args.panel)
+    print(f"evaluation panel: {args.panel} ({args.tasks} tasks per split, seeds {' '.join(map(str, args.seeds))})")
     meter = args.meter
     if meter is None:
         print(note)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from typing import Any, Callable, Sequence
 
-from tqdm.auto import tqdm
+from ..progress import progress_bar
 
 from ..agents import GuidedSelector, NaturalSelector, RandomSelector, load_actor
 from .rollout import EpisodeResult, run_episode, spread_indices
@@ -135,6 +135,10 @@ def evaluation_jobs(env_id: str, splits: Sequence[str], conditions: Sequence[str
     for condition in conditions:
         if parse_condition(condition)[0] == "guided" and meter is None:
             raise ValueError(f"condition {condition!r} needs a meter")
+    if isinstance(meter, (str, os.PathLike)):
+        from ..meters.loading import check_meter_spec
+
+        check_meter_spec(meter)  # a mistyped path fails here, before any worker starts
     jobs = []
     for split in splits:
         kwargs = {"split": split, **(env_kwargs or {})}
@@ -166,7 +170,7 @@ def evaluate(env_id: str, splits: Sequence[str], conditions: Sequence[str], acto
     jobs = evaluation_jobs(env_id, splits, conditions, actor, seeds=seeds, meter=meter,
                            chunks=1 if workers <= 1 else None, **job_kwargs)
     total = sum(len(j.task_indices) * len(j.conditions) * len(j.seeds) for j in jobs)
-    with tqdm(total=total, desc="evaluate", unit="ep", disable=None) as bar:
+    with progress_bar(total=total, desc="evaluate", unit="ep") as bar:
         if workers <= 1:
             results = [r for job in jobs for r in run_eval_job(job, bar.update)]
         else:

@@ -41,16 +41,20 @@ def seed_summary(results: Sequence[EpisodeResult], actor: str = "") -> list[dict
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) -> str:
-    """A Markdown table of :func:`seed_summary` rows: mean +- std over seeds (overall rows unless ``per_type``)."""
+    """A Markdown table of :func:`seed_summary` rows: mean +- std over seeds (overall rows unless ``per_type``;
+    ``n/a`` where a row has a single seed)."""
     lines = ["| actor | split | condition | task type | seeds | episodes | success rate (%) | avg steps | avg tokens |",
              "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         if r["task_type"] != "all" and not per_type:
             continue
+        one = len(r["seeds"]) < 2  # no spread over seeds to show
+        rate_sd = "n/a" if one else f"{100 * r['success_rate_std']:.1f}"
+        steps_sd = "n/a" if one else f"{r['avg_steps_std']:.2f}"
         lines.append(
             f"| {r['actor']} | {r['split']} | {r['condition']} | {r['task_type']} | {len(r['seeds'])} | {r['episodes']} | "
-            f"{100 * r['success_rate_mean']:.1f} ± {100 * r['success_rate_std']:.1f} | "
-            f"{r['avg_steps_mean']:.2f} ± {r['avg_steps_std']:.2f} | {r['avg_tokens_mean']:.0f} |"
+            f"{100 * r['success_rate_mean']:.1f} ± {rate_sd} | "
+            f"{r['avg_steps_mean']:.2f} ± {steps_sd} | {r['avg_tokens_mean']:.0f} |"
         )
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
-from tqdm.auto import tqdm
+from ..progress import progress_bar
 
 from ..wrappers import TokenCounter, TrajectoryRecorder
 from ..wrappers.recorder import sort_by_task
@@ -100,7 +100,7 @@ def run_jobs(jobs: Sequence[RolloutJob], make_policy: Callable[..., Policy], *, 
              desc: str = "rollouts") -> list[EpisodeResult]:
     """Run jobs (split into chunks over ``workers`` processes) with one progress bar; results in job order."""
     total = sum(len(j.task_indices) for j in jobs)
-    with tqdm(total=total, desc=desc, unit="ep", disable=None) as bar:
+    with progress_bar(total=total, desc=desc, unit="ep") as bar:
         if workers <= 1:
             return [r for job in jobs for r in run_job(job, make_policy, bar.update)]
         chunks = [_chunk(job, workers) for job in jobs]

@@ -57,7 +57,9 @@ class TransformersMeter(CachedMeter):
     """A causal LM that writes the answer format, decoded greedily in batches.
 
     Args:
-        model: a transformers causal LM (or a path/name for ``from_pretrained``).
+        model: a transformers causal LM, or a model spec (hub id, folder, GGUF file; see
+            :mod:`ttg_envs.model_spec`) whose options ``revision``/``gguf_file``/``dtype`` may also
+            come as keyword arguments.
         tokenizer: its tokenizer (loaded from ``model`` when it is a path and this is None).
         prompt: how histories are rendered.
         batch_size: histories per generate call (sorted by length to limit padding).
@@ -73,9 +75,10 @@ class TransformersMeter(CachedMeter):
         super().__init__(cache_size)
         torch = require("torch", "hf")
         if isinstance(model, (str, os.PathLike)):
-            transformers = require("transformers", "hf")
-            tokenizer = tokenizer or transformers.AutoTokenizer.from_pretrained(model)
-            model = transformers.AutoModelForCausalLM.from_pretrained(model, **load_kwargs)
+            from ..model_spec import load_causal_lm
+
+            model, loaded_tokenizer = load_causal_lm(model, **load_kwargs)
+            tokenizer = tokenizer or loaded_tokenizer
         if device is not None:
             model = model.to(device)
         self.model = model.eval()

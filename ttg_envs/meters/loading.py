@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..model_spec import ModelNotFoundError, looks_local
 from .base import ProgressMeter
+from .ready import READY_METERS, ready_meter_path
 from .hf import METER_CONFIG
 
 _SCHEMES = ("hf", "transformers", "vllm", "openai", "encoder")
@@ -17,21 +19,31 @@ def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> Progre
     """Build a meter from ``spec``; ``kwargs`` go to the backend's constructor.
 
     - a meter object: returned as is;
-    - ``hf:<name-or-path>`` (or ``transformers:``): :class:`~ttg_envs.meters.hf.TransformersMeter`;
+    - a registered env id (``ttg/ALFWorld-v0``, ...): the meter shipped for it (:mod:`ttg_envs.meters.ready`);
+    - ``hf:<model-spec>`` (or ``transformers:``): :class:`~ttg_envs.meters.hf.TransformersMeter`; a hub
+      id, a local folder or a GGUF file, with options ``?revision=...&gguf_file=...&dtype=...``
+      (:mod:`ttg_envs.model_spec`);
     - ``vllm:<name-or-path>``: :class:`~ttg_envs.meters.vllm.VLLMMeter`;
     - ``openai:<base-url>#<model>``: :class:`~ttg_envs.meters.http.OpenAIMeter`;
     - ``encoder:<path>``: :class:`~ttg_envs.meters.encoder.EncoderMeter` saved folder;
     - a folder with ``meter.json``: the backend its ``kind`` names (``transformers`` or ``encoder``);
       any other folder or name: a causal LM for the transformers backend.
+
+    A spec that can only be a local path and names nothing raises
+    :class:`~ttg_envs.model_spec.ModelNotFoundError` at once; a hub id not in the local cache fails
+    after one hub request (at once with ``HF_HUB_OFFLINE=1``).
     """
     if not isinstance(spec, (str, os.PathLike)):
         if hasattr(spec, "estimate"):
             return spec
         raise TypeError(f"cannot make a meter from {type(spec).__name__}")
     text = os.fspath(spec)
+    if text in READY_METERS and not Path(text).exists():
+        return _from_scheme("encoder", str(ready_meter_path(text)), kwargs)
     scheme, sep, rest = text.partition(":")
     if sep and scheme in _SCHEMES and not Path(text).exists():
         return _from_scheme(scheme, rest, kwargs)
+    _check_local(text)
     config = Path(text) / METER_CONFIG
     kind = json.loads(config.read_text()).get("kind", "transformers") if config.is_file() else "transformers"
     return _from_scheme("encoder" if kind == "encoder" else "hf", text, kwargs)
@@ -55,4 +67,29 @@ def _from_scheme(scheme: str, rest: str, kwargs: dict[str, Any]) -> ProgressMete
         return OpenAIMeter(base_url, model, **kwargs)
     from .encoder import EncoderMeter
 
+    if not (Path(rest) / METER_CONFIG).is_file():
+        raise ModelNotFoundError(f"encoder meter not found: {rest!r} (no {METER_CONFIG} in {Path(rest).absolute()})")
     return EncoderMeter.from_pretrained(rest, **kwargs)
+
+
+def check_meter_spec(spec: str | os.PathLike) -> None:
+    """Raise :class:`~ttg_envs.model_spec.ModelNotFoundError` at once if ``spec`` names a local path that
+    does not exist (``hf:``/``encoder:`` specs included); loads nothing."""
+    text = os.fspath(spec)
+    if text in READY_METERS and not Path(text).exists():
+        ready_meter_path(text)
+        return
+    scheme, sep, rest = text.partition(":")
+    if sep and scheme in ("hf", "transformers", "encoder") and not Path(text).exists():
+        text = rest
+    elif sep and scheme in _SCHEMES and not Path(text).exists():
+        return
+    _check_local(text)
+
+
+def _check_local(text: str) -> None:
+    """Fail at once on a spec that can only be a local path and names nothing."""
+    location = text.partition("?")[0]
+    if looks_local(location) and not Path(location).expanduser().exists():
+        raise ModelNotFoundError(f"meter not found: {location!r} (no such file or folder: "
+                                 f"{Path(location).expanduser().absolute()})")

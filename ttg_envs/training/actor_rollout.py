@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from ..agents.window import PromptWindow
 from ..core import Generation
 
 __all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "chat_prompt_ids", "nan_where_none", "run_episodes"]
@@ -167,18 +168,28 @@ def run_episodes(
     max_tokens_per_turn: int,
     temperature: float = 1.0,
     top_p: float = 1.0,
+    window: PromptWindow | None = None,
 ) -> list[Episode]:
     """Play ``tasks[i] = (group, task_index, seed)`` in ``envs[i]`` until every episode ends.
 
-    The envs' own ``max_steps`` bounds the number of turns (table 4's max turns).
+    The envs' own ``max_steps`` bounds the number of turns (table 4's max turns). ``window``
+    chooses the part of each transcript the policy is prompted with (default: all of it); the
+    prompt ids a row trains on are exactly the windowed prompt the action was sampled from.
     """
+    window = window or PromptWindow()
+
+    def prompt_ids(messages: Sequence[dict[str, Any]]) -> list[int]:
+        if window.is_full:
+            return chat_prompt_ids(tokenizer, messages)
+        return chat_prompt_ids(tokenizer, window.select(messages, lambda m: len(chat_prompt_ids(tokenizer, m))))
+
     episodes: list[Episode] = []
     for env, (group, task_index, seed) in zip(envs, tasks, strict=True):
         _, info = env.reset(seed=seed, options={"task_index": task_index})
         episodes.append(Episode(group=group, task_index=task_index, infos=[info]))
     live = list(range(len(episodes)))
     while live:
-        prompts = [chat_prompt_ids(tokenizer, envs[i].unwrapped.messages) for i in live]
+        prompts = [prompt_ids(envs[i].unwrapped.messages) for i in live]
         actions = generator.generate(prompts, max_tokens_per_turn, temperature, top_p)
         still = []
         for i, prompt, action in zip(live, prompts, actions, strict=True):

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..cli_args import positive_int
+
 DEFAULT_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
 #: Evaluation policies: the planner's labels after long random walks cost minutes per state.
 EVAL_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5")
@@ -48,11 +50,11 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     from multiprocessing import get_context
 
     import gymnasium as gym
-    from tqdm.auto import tqdm
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
     from ..eval.rollout import spread_indices
+    from ..progress import progress_bar
     from ..wrappers.recorder import sort_by_task
 
     probe = gym.make(env_id, **{"split": split, **env_kwargs})
@@ -66,7 +68,7 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
     job = (env_id, {"split": split, **env_kwargs}, tuple(policies), tuple(str(p) for p in paths), seed, plan_lengths)
-    with tqdm(total=len(indices) * len(policies), desc=f"record {split}", unit="ep", disable=None) as bar:
+    with progress_bar(total=len(indices) * len(policies), desc=f"record {split}", unit="ep") as bar:
         if workers <= 1:
             _record_tasks(job, indices, bar.update)
         else:
@@ -129,9 +131,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", nargs="+", default=list(DEFAULT_POLICIES),
                    help="scripted policies as name[:eps] (default: %(default)s)")
     p.add_argument("--trajectories", nargs="+", help="read these trajectory files instead of recording")
-    p.add_argument("--limit", type=int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    p.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
     p.add_argument("--tasks", type=int, nargs="+", default=None, help="these task indices instead of --limit")
-    p.add_argument("--workers", type=int, default=2, help="rollout processes (default: %(default)s)")
+    p.add_argument("--workers", type=positive_int, default=2, help="rollout processes (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     p.add_argument("--device", default="auto", help="cpu, cuda, or auto")
@@ -146,7 +148,7 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--backbone", default="encoder:tiny",
                    help="encoder:tiny | encoder:minilm | encoder:<path> | causal:tiny | causal:<name-or-path> (default: %(default)s)")
     p.add_argument("--val-fraction", type=float, default=0.1, help="held-out share of trajectories (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=6, help="encoder: epochs (default: %(default)s)")
+    p.add_argument("--epochs", type=positive_int, default=6, help="encoder: epochs (default: %(default)s)")
     p.add_argument("--lr", type=float, default=1e-3, help="encoder: head learning rate")
     p.add_argument("--backbone-lr", type=float, default=None, help="encoder: backbone learning rate (default 5e-4 tiny, 0 = frozen otherwise)")
     p.add_argument("--hidden", type=int, default=64, help="encoder head / tiny model width (default: %(default)s)")

@@ -97,7 +97,7 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
     :class:`PlanLength` already carry their labels.
     """
     import gymnasium as gym
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
@@ -105,7 +105,7 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
     try:
         # Sorted by task so each game loads once (loading costs far more than replaying).
         ordered = sorted(trajectories, key=lambda t: (t.task.get("split", "train"), str(t.task.get("id"))))
-        for traj in tqdm(ordered, desc="plan labels", disable=not progress or None):
+        for traj in progress_bar(ordered, desc="plan labels", disable=not progress):
             split = traj.task.get("split", "train")
             if split not in envs:
                 envs[split] = gym.make("ttg/ALFWorld-v0", **{"split": split, **(env_kwargs or {})})
@@ -125,11 +125,11 @@ def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, 
       predicts failure or answers invalidly);
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
     """
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
     estimates: dict[tuple[int, int], Estimate] = {}
-    for start in tqdm(range(0, len(histories), batch_size), desc="meter eval", disable=not progress or None):
+    for start in progress_bar(range(0, len(histories), batch_size), desc="meter eval", disable=not progress):
         chunk = histories[start:start + batch_size]
         for (ti, t, _), est in zip(chunk, meter.estimate([h for _, _, h in chunk])):
             estimates[(ti, t)] = est

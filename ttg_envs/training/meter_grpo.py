@@ -78,7 +78,7 @@ def grpo(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt
     ``reference`` (a frozen copy of the starting model) is needed only when ``config.beta > 0``.
     """
     torch = require("torch", "hf")
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     if config.beta > 0 and reference is None:
         raise ValueError("GRPO with beta > 0 needs a frozen reference model")
@@ -94,7 +94,7 @@ def grpo(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_schedule(s, config.steps, int(config.warmup_ratio * config.steps)))
     prompt_cache: dict[int, list[int]] = {}
     history = []
-    with tqdm(total=config.steps, desc="grpo", disable=not progress or None) as bar:
+    with progress_bar(total=config.steps, desc="grpo", disable=not progress) as bar:
         for _ in range(config.steps):
             picked = rng.sample(range(len(examples)), min(config.prompts_per_step, len(examples)))
             for i in picked:

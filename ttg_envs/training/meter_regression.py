@@ -55,7 +55,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
                         progress: bool = True) -> list[float]:
     """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
@@ -73,7 +73,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
-        for start in tqdm(range(0, len(all_texts), 1024), desc="encoder: embed segments", disable=not progress or None):
+        for start in progress_bar(range(0, len(all_texts), 1024), desc="encoder: embed segments", disable=not progress):
             meter.embed(all_texts[start:start + 1024])
     head_params = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
     groups = [{"params": head_params, "lr": config.lr}]
@@ -85,7 +85,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_schedule(s, total, int(config.warmup_ratio * total)))
     losses = []
     model.train()
-    with tqdm(total=total, desc="encoder meter", disable=not progress or None) as bar:
+    with progress_bar(total=total, desc="encoder meter", disable=not progress) as bar:
         for _ in range(config.epochs):
             order = list(range(len(data)))
             rng.shuffle(order)

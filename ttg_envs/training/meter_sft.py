@@ -75,11 +75,11 @@ def sft(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt:
         config: SFTConfig = SFTConfig(), progress: bool = True) -> list[float]:
     """Fine-tune ``model`` in place on ``examples``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     prompt = prompt or PromptConfig()
     count = token_counter(tokenizer)
-    rows = [encode_example(tokenizer, e, prompt, count) for e in tqdm(examples, desc="sft: tokenize", disable=not progress or None)]
+    rows = [encode_example(tokenizer, e, prompt, count) for e in progress_bar(examples, desc="sft: tokenize", disable=not progress)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
     rng = random.Random(config.seed)
@@ -92,7 +92,7 @@ def sft(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt:
     order: list[int] = []
     losses = []
     model.train()
-    with tqdm(total=total, desc="sft", disable=not progress or None) as bar:
+    with progress_bar(total=total, desc="sft", disable=not progress) as bar:
         for _ in range(total):
             opt.zero_grad(set_to_none=True)
             step_loss = 0.0

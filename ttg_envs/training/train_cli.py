@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mini-batch-rows", type=int, default=256, help="turns per optimizer step")
     p.add_argument("--micro-batch-rows", type=int, default=8, help="turns per forward pass")
     p.add_argument("--task-indices", default=None, help="task pool, e.g. '0-99' or '0,5,7' (default: all)")
+    p.add_argument("--history", default="full",
+                   help="policy prompt window: 'full', 'paper' (last 2 turns within 2048 tokens, appendix E.5), or a turn count")
+    p.add_argument("--max-prompt-tokens", type=int, default=None, help="policy prompt budget (overrides the window's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save-every", type=int, default=10)
     p.add_argument("--out", default="runs/train", help="checkpoints and metrics.jsonl (default: %(default)s)")
@@ -95,15 +98,16 @@ def _tiny_policy(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
 def _load_policy(args: argparse.Namespace, env_kwargs: dict[str, Any], device: str) -> tuple[Any, Any, Any]:
     """Policy, tokenizer and the frozen reference (the same base weights)."""
     torch = require("torch", "hf")
-    transformers = require("transformers", "hf")
     if args.model == "tiny":
         model, tokenizer = _tiny_policy(args.env, env_kwargs)
         reference = copy.deepcopy(model)  # the same seeded initial weights on every (re)start
     else:
+        from ..model_spec import load_causal_lm, resolve_model
+
         dtype = getattr(torch, args.dtype) if device.startswith("cuda") else torch.float32
-        tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
-        model = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
-        reference = transformers.AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
+        source = resolve_model(args.model, dtype=dtype)
+        model, tokenizer = load_causal_lm(source)
+        reference, _ = load_causal_lm(source)
         model.gradient_checkpointing_enable()
     return model.to(device), tokenizer, reference.to(device)
 
@@ -135,13 +139,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .trainer import TrainConfig, Trainer, latest_checkpoint
 
     env_kwargs = json.loads(args.env_kwargs)
+    from ..agents.window import as_window
+
+    window = as_window(args.history)
     config = TrainConfig(
         env_id=args.env, env_kwargs=env_kwargs, estimator=args.estimator, steps=args.steps,
         tasks_per_step=args.tasks_per_step, group_size=args.group_size, max_turns=args.max_turns,
         max_tokens_per_turn=args.max_tokens_per_turn, lr=args.lr, kl_coef=args.kl_coef,
         entropy_coef=args.entropy_coef, temperature=args.temperature, mini_batch_rows=args.mini_batch_rows,
         micro_batch_rows=args.micro_batch_rows, task_indices=_indices(args.task_indices), seed=args.seed,
-        save_every=args.save_every, out_dir=args.out,
+        save_every=args.save_every, out_dir=args.out, history=window.history,
+        max_prompt_tokens=args.max_prompt_tokens or window.max_prompt_tokens,
     ).resolved()
     meter = None
     if args.meter == "turns":

@@ -28,6 +28,7 @@ import numpy as np
 from .._optional import require
 from . import credit
 from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
+from ..agents.window import PromptWindow
 from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 from .episode_advantages import ESTIMATORS, episode_advantages
 from .paper_settings import paper_settings
@@ -54,6 +55,9 @@ class TrainConfig:
         save_every: checkpoint every this many steps (and at the end); 0 saves only at the end.
         dapo_max_batches, dapo_min_std: DAPO's dynamic sampling (table 4): at most this many
             rollout batches per step; groups with reward std below ``dapo_min_std`` are dropped.
+        history, max_prompt_tokens: the policy's prompt window (:class:`~ttg_envs.agents.window.PromptWindow`):
+            the last ``history`` turns within ``max_prompt_tokens`` (None: the whole transcript;
+            verl-agent and the paper's E.5 protocol use 2 and 2048).
     """
 
     env_id: str = "ttg/ALFWorld-v0"
@@ -82,6 +86,8 @@ class TrainConfig:
     mini_batch_rows: int = 256
     micro_batch_rows: int = 8
     task_indices: tuple[int, ...] | None = None
+    history: int | None = None
+    max_prompt_tokens: int | None = None
     seed: int = 0
     save_every: int = 10
     out_dir: str = "runs/train"
@@ -157,9 +163,9 @@ class Trainer:
         history = []
         bar = None
         if progress:
-            from tqdm.auto import tqdm
+            from ..progress import progress_bar
 
-            bar = tqdm(total=total, initial=self.step_index, desc="ttg train", unit="step")
+            bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
         while self.step_index < total:
             metrics = self.step()
             history.append(metrics)
@@ -240,7 +246,7 @@ class Trainer:
         ]
         return run_episodes(
             self._env_pool(len(specs)), self.generator, self.tokenizer, specs,
-            cfg.max_tokens_per_turn, cfg.temperature, cfg.top_p,
+            cfg.max_tokens_per_turn, cfg.temperature, cfg.top_p, PromptWindow(cfg.history, cfg.max_prompt_tokens),
         )
 
     def dapo_rollout(self, rng: np.random.Generator) -> tuple[list[list[Episode]], list[Episode]]:

@@ -27,6 +27,9 @@ class ALFWorldEnv(TextEnv):
         task_types: keep only these task types.
         max_steps: truncation limit (paper table 4: 50).
         show_admissible: list the admissible actions in every observation.
+        action_format: ``strict`` (one ``<action>`` block, the paper's protocol) or ``lenient``
+            (also a response naming exactly one admissible command, or one command on its own
+            line: :func:`~ttg_envs.core.parse_lenient`).
     """
 
     default_max_steps = 50
@@ -41,8 +44,9 @@ class ALFWorldEnv(TextEnv):
         max_steps: int | None = None,
         show_admissible: bool = True,
         render_mode: str | None = None,
+        action_format: str = "strict",
     ):
-        super().__init__(max_steps=max_steps, render_mode=render_mode)
+        super().__init__(max_steps=max_steps, render_mode=render_mode, action_format=action_format)
         self.tasks: list[AlfredTask] = load_tasks(split, source=source, game_files=game_files, task_types=task_types)
         self.show_admissible = show_admissible
         self._engine: AlfredEngine | None = None
@@ -125,6 +129,10 @@ class ALFWorldEnv(TextEnv):
         with self._engine.lock:
             self._engine.activate(self)
             return self._engine.admissible_commands
+
+    def known_commands(self) -> list[str]:
+        """The admissible commands, which lenient parsing matches against."""
+        return self.admissible_commands
 
     def expert_plan(self) -> list[str]:
         """The engine planner's command sequence from the current state to the goal.

@@ -105,8 +105,9 @@ class PaperSearchQAEnv(TextEnv):
     def __init__(self, split: str = "test", *, subset: str = "all", source: str = "bundled",
                  questions: str | os.PathLike | None = None, corpus: str | os.PathLike | None = None,
                  retriever: str | Retriever = "bm25s", retriever_kwargs: dict[str, Any] | None = None,
-                 topk: int = 3, max_steps: int | None = None, render_mode: str | None = None):
-        super().__init__(max_steps=max_steps, render_mode=render_mode)
+                 topk: int = 3, max_steps: int | None = None, render_mode: str | None = None,
+                 action_format: str = "strict"):
+        super().__init__(max_steps=max_steps, render_mode=render_mode, action_format=action_format)
         self.tasks: list[QATask] = load_tasks(split, subset=subset, source=source, questions=questions)
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Rebuild the progress meters that ship in ttg_envs/meters/shipped (what load_meter("ttg/<Env>-v0")
+# loads) from scratch, and measure each on tasks it never saw. Every draw is seeded, so a rebuild
+# gives the same meter and figures.
+#
+#   bash scripts/build_meters.sh [alfworld] [papersearchqa] [awm]    (default: all three)
+#
+# Each meter: an encoder meter (encoder:tiny, full history, <think> blocks dropped) trained on
+# trajectories of four scripted policies (expert, noisy expert at eps 0.25 and 0.5, random) that
+# TokenCounter recorded on the env's bundled train split; then `ttg eval-meter` on held-out tasks,
+# whose figures go into the shipped meter.json under "heldout". Work files go to runs/build-meters.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TTG=${TTG:-.venv/bin/ttg}
+PY=${PYTHON:-.venv/bin/python}
+WORK=${WORK:-runs/build-meters}
+
+ship() {  # ship NAME ENV_ID: copy the trained meter into the package with its held-out figures
+    "$PY" - "$WORK/$1" "ttg_envs/meters/shipped/$1" "$2" <<'PYEOF'
+import json, shutil, sys
+from pathlib import Path
+work, dest, env_id = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+shutil.rmtree(dest, ignore_errors=True)
+shutil.copytree(work / "train" / "meter", dest)
+config = json.loads((dest / "meter.json").read_text())
+train = json.loads((work / "train" / "train_report.json").read_text())
+heldout = json.loads((work / "eval" / "eval_report.json").read_text())
+config["train_report"]["trajectories"]["files"] = [Path(f).name for f in config["train_report"]["trajectories"]["files"]]
+config["ready"] = {
+    "env_id": env_id,
+    "recipe": "bash scripts/build_meters.sh " + dest.name,
+    "trained_on": {"split": train["config"]["split"], "tasks": train["config"].get("tasks") or train["config"].get("limit"),
+                   "policies": train["config"]["policies"], "epochs": train["config"]["epochs"]},
+    "heldout": {split: {k: v for k, v in report.items() if not isinstance(v, (list, dict))}
+                for split, report in heldout["reports"].items()},
+    "heldout_tasks": {"splits": heldout["config"]["splits"], "limit": heldout["config"]["limit"],
+                      "tasks": heldout["config"]["tasks"], "policies": heldout["config"]["policies"]},
+}
+(dest / "meter.json").write_text(json.dumps(config, indent=1))
+size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
+print(f"shipped {dest} ({size / 1e6:.1f} MB)")
+PYEOF
+}
+
+build_alfworld() {
+    $TTG train-meter --env ttg/ALFWorld-v0 --split train --limit 90 --epochs 10 --out "$WORK/alfworld/train"
+    $TTG eval-meter --env ttg/ALFWorld-v0 --meter "$WORK/alfworld/train/meter" --splits valid_seen valid_unseen \
+        --limit 18 --out "$WORK/alfworld/eval"
+    ship alfworld ttg/ALFWorld-v0
+}
+
+build_papersearchqa() {
+    $TTG train-meter --env ttg/PaperSearchQA-v0 --split train --limit 120 --epochs 10 --out "$WORK/papersearchqa/train"
+    $TTG eval-meter --env ttg/PaperSearchQA-v0 --meter "$WORK/papersearchqa/train/meter" --splits test --limit 60 \
+        --out "$WORK/papersearchqa/eval"
+    ship papersearchqa ttg/PaperSearchQA-v0
+}
+
+build_awm() {
+    # AWM has 42 bundled tasks in one split: every fifth task is held out.
+    local train_tasks eval_tasks
+    train_tasks=$(seq 0 41 | awk '$1 % 5 != 4' | tr '\n' ' ')
+    eval_tasks=$(seq 0 41 | awk '$1 % 5 == 4' | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    $TTG train-meter --env ttg/AWM-v0 --split train --tasks $train_tasks --epochs 10 --out "$WORK/awm/train"
+    # shellcheck disable=SC2086
+    $TTG eval-meter --env ttg/AWM-v0 --meter "$WORK/awm/train/meter" --splits train --tasks $eval_tasks \
+        --out "$WORK/awm/eval"
+    ship awm ttg/AWM-v0
+}
+
+for name in "${@:-alfworld papersearchqa awm}"; do
+    for one in $name; do
+        "build_$one"
+    done
+done
