@@ -17,9 +17,9 @@
   nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
   seconds; see :mod:`.planner`.
 
-``AlfredEngine(cached=False)`` steps through textworld's own ``PddlEnv.step`` and
-``_gather_infos`` (tatsu parses and deep copies included) with no state caches: the reference
-the equality tests compare the fast path against.
+``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
+``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``
+(tatsu parses and deep copies included): the references the equality tests compare against.
 """
 
 from __future__ import annotations
@@ -238,11 +238,11 @@ class _Core:
     """A ``CachedPddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` stack, its private libdownward
     copy, and the caches of the game loaded in it."""
 
-    def __init__(self, cached: bool = True) -> None:
+    def __init__(self, fast_text: bool = True) -> None:
         textworld = require("textworld", "alfworld")
         wrappers = require("alfworld.agents.environment.alfred_tw_env", "alfworld")
-        self.cached = cached
-        self.pddl = cached_pddl_env(textworld.EnvInfos(admissible_commands=True, won=True), fast_text=cached)
+        self.fast_text = fast_text
+        self.pddl = cached_pddl_env(textworld.EnvInfos(admissible_commands=True, won=True), fast_text=fast_text)
         self.env = wrappers.AlfredInfos(wrappers.AlfredDemangler(self.pddl, shuffle=False))
         self.lib = self.pddl.downward_lib
         self.lib.get_state_id.argtypes = []
@@ -289,25 +289,26 @@ def _release(core: _Core) -> None:
             _IDLE_CORES.append(core)
 
 
-def _acquire(cached: bool) -> _Core:
+def _acquire(fast_text: bool) -> _Core:
     with _POOL_LOCK:
         for i, core in enumerate(_IDLE_CORES):
-            if core.cached == cached:
+            if core.fast_text == fast_text:
                 return _IDLE_CORES.pop(i)
-    return _Core(cached)
+    return _Core(fast_text)
 
 
 class AlfredEngine:
     """One loaded ALFWorld game on an engine core, shared by an episode, its resets and its branches.
 
     Args:
-        cached: use the fast path (FastDeriver and the per-game state caches); False steps through
-            textworld's own code with no caches (the reference for equality tests).
+        cached: reuse the successors of (state, command) pairs seen before in the loaded game.
+        fast_text: derive text with :class:`~.textgen.FastDeriver`; False runs textworld's own
+            ``step``/``_gather_infos`` (both False: the reference for equality tests).
         planner_timeout: seconds the planner may search from one state (None: no limit).
     """
 
-    def __init__(self, cached: bool = True, planner_timeout: float | None = 30.0) -> None:
-        core = _acquire(cached)
+    def __init__(self, cached: bool = True, planner_timeout: float | None = 30.0, fast_text: bool = True) -> None:
+        core = _acquire(fast_text)
         self._finalizer = weakref.finalize(self, _release, core)
         self._core = core
         self._pddl = core.pddl

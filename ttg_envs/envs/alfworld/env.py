@@ -29,8 +29,8 @@ class ALFWorldEnv(TextEnv):
         show_admissible: list the admissible actions in every observation.
         planner_timeout: seconds the engine planner may search from one state (None: no limit);
             see :meth:`expert_plan`.
-        engine_caches: False steps through textworld's own text generation with no per-game state
-            caches (the reference the equality tests compare against; much slower).
+        engine_caches: False runs the engine on every step instead of reusing the successors of
+            (state, command) pairs seen before in the loaded game (the equality tests' reference).
     """
 
     default_max_steps = 50

@@ -121,18 +121,56 @@ def _fast_downward():
 
 
 def _build(key: str, game: dict[str, Any]) -> Translation:
-    from ..._optional import require
-
-    from .textgen import _textgen, forget_last_parse
-
-    pddl_logic = require("textworld.envs.pddl.logic", "alfworld")
-    try:
-        logic = pddl_logic.GameLogic(domain=game["pddl_domain"], grammar=game["grammar"])
-    finally:
-        forget_last_parse(pddl_logic._PARSER)
-        forget_last_parse(_textgen._PARSER)
+    logic = build_logic(game["pddl_domain"], game["grammar"])
     task, sas = _fast_downward().pddl2sas(game["pddl_domain"], game["pddl_problem"])
     return Translation(key, pickle.dumps(logic, protocol=pickle.HIGHEST_PROTOCOL), task, sas, origin="built")
+
+
+def build_logic(domain: str, grammar: str) -> Any:
+    """textworld's ``GameLogic(domain, grammar)``, with each grammar rule parsed once per process.
+
+    ``GameLogic`` parses the game's logic document, then every production rule's text; the rule
+    texts of ALFWorld games are the same up to the task sentence, so a never-seen game mostly
+    reuses parses (``textgen.parse_symbols``). The result is the same rules, actions and types.
+    """
+    from ..._optional import require
+    from .textgen import _textgen, forget_last_parse, parse_symbols
+
+    pddl_logic = require("textworld.envs.pddl.logic", "alfworld")
+    textworld_logic = require("textworld.logic", "alfworld")
+    model_types = require("textworld.envs.pddl.logic.model", "alfworld")
+
+    class Converter(pddl_logic._ModelConverter):
+        def walk_PddlDocumentNode(self, node):  # noqa: N802 (tatsu's naming)
+            actions, rules = {}, {}
+            for part in node.parts:
+                if isinstance(part, model_types.ActionTypeNode):
+                    action = self.walk(part)
+                    actions[action.name.lower()] = action
+                    lines = (line for line in action.grammar.split("\n") if not line.lstrip().startswith("#"))
+                    rules.update(json.loads("\n".join(lines)))
+                elif isinstance(part, model_types.ActionGrammarNode):
+                    rules.update(json.loads(self._unescape_block(part.code)))
+            csg = _textgen.ContextSensitiveGrammar()
+            for name, productions in json.loads(json.dumps(rules)).items():
+                for rule in productions:
+                    csg.add_rule(_textgen.ProductionRule(lhs=name, rhs=list(parse_symbols(rule["rhs"])),
+                                                         weight=rule.get("weight", 1),
+                                                         condition=rule.get("condition", "")))
+            return actions, csg
+
+    try:
+        model = pddl_logic._PARSER.parse(grammar, rule_name="pddlStart")
+    finally:
+        forget_last_parse(pddl_logic._PARSER)
+    actions, csg = Converter().walk(model)
+    logic = pddl_logic.GameLogic.__new__(pddl_logic.GameLogic)
+    logic.domain = domain
+    logic.grammar = _textgen.ContextSensitiveGrammar()
+    logic.actions = dict(actions)
+    logic.types = textworld_logic.TypeHierarchy()
+    logic.grammar.update(csg)
+    return logic
 
 
 def _path(key: str) -> Path:
