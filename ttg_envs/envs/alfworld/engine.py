@@ -7,12 +7,15 @@
   translation is made the first time a plan is asked for.
 - **Text without re-parsing.** Its feedback and admissible commands come from
   :class:`~.textgen.FastDeriver` over the game's own grammar.
-- **Deterministic caches.** The engine is deterministic given the loaded game and state, and
-  fast-downward's state registry gives every distinct state one id per load. Per loaded game the
-  engine keeps, by state id, the admissible commands, win flag and textworld's Python-side state,
-  and by (state id, command) the successor id and feedback. A cached step is two dict lookups;
-  the Python-side state is put back only when an uncached step or the planner needs it. Branches
-  and resets are (state id, feedback) pairs, so a branch costs the same at any step.
+- **Deterministic caches.** The engine is deterministic given the loaded game and its state:
+  fast-downward's state (one registry id per distinct state and load) plus textworld's
+  Python-side facts, which also keep the ``not_*`` facts of past effects (the grammar queries
+  them, so they are part of the state: the same fast-downward state reached by two paths can read
+  differently). Per loaded game the engine numbers each distinct (state id, facts) pair it meets
+  and keeps its admissible commands, win flag and Python-side state, and, by (state, command),
+  the successor and its feedback. A cached step is a dict lookup; the Python-side state is put
+  back only when an uncached step or the planner needs it. Branches and resets are (state,
+  feedback) pairs, so a branch costs the same at any step.
 - **Bounded planner.** :meth:`AlfredEngine.plan` runs fast-downward's ``replan`` (a C call that
   nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
   seconds; see :mod:`.planner`.
@@ -38,10 +41,10 @@ from . import translation as _translation
 
 @dataclass(frozen=True)
 class EngineSnapshot:
-    """One engine state within one game load: fast-downward's state id and the last feedback."""
+    """One engine state within one game load: the engine's state number and the last feedback."""
 
     generation: int
-    state_id: int
+    state: int
     feedback: str
 
 
@@ -218,12 +221,15 @@ class _StateInfo:
     """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
     from it, its GameState (valid commands and actions) and the operators the actions refer to."""
 
-    __slots__ = ("facts", "var_counts", "vars_by_name", "vars_by_type", "operators", "game_state",
-                 "admissible", "won", "key")
+    __slots__ = ("sid", "facts", "identity", "var_counts", "vars_by_name", "vars_by_type", "operators",
+                 "game_state", "admissible", "won", "key")
 
-    def __init__(self, pddl) -> None:
+    def __init__(self, pddl, sid: int) -> None:
         pstate = pddl._pddl_state
+        self.sid = sid
         self.facts = tuple((sig, frozenset(fs)) for sig, fs in pstate._facts.items())
+        #: What makes two records the same engine state.
+        self.identity = (sid, frozenset(f for _, fs in self.facts for f in fs))
         self.var_counts = dict(pstate._var_counts)
         self.vars_by_name = dict(pstate._vars_by_name)
         self.vars_by_type = tuple((t, frozenset(vs)) for t, vs in pstate._vars_by_type.items())
@@ -253,15 +259,16 @@ class _Core:
         #: Bumped on every load: fast-downward state ids are only valid within one loaded game.
         self.generation = 0
         self.initial: EngineSnapshot | None = None
-        #: Visited states of the loaded game by fast-downward state id.
-        self.states: dict[int, _StateInfo] = {}
-        #: (state id, command) -> (successor state id, feedback).
+        #: Visited states of the loaded game, numbered in the order they were met.
+        self.states: list[_StateInfo] = []
+        self.numbers: dict[tuple, int] = {}
+        #: (state, command) -> (successor state, feedback).
         self.successors: dict[tuple[int, str], tuple[int, str]] = {}
-        #: The state id textworld's Python-side state currently describes.
+        #: The state textworld's Python-side state currently describes.
         self.materialized: int | None = None
         #: str() of each fact seen in the loaded game: state keys sort fact names.
         self.fact_names: dict[Any, str] = {}
-        #: Planner plans by state id (None: the planner timed out there). The engine is
+        #: Planner plans by state (None: the planner timed out there). The engine is
         #: deterministic, so a plan and all its suffixes stay valid for their states.
         self.plans: dict[int, tuple[str, ...] | None] = {}
 
@@ -269,8 +276,16 @@ class _Core:
         """Forget the loaded game's caches (its states hold textworld objects)."""
         self.game_id = None
         self.initial = None
-        self.states, self.successors, self.plans, self.fact_names = {}, {}, {}, {}
+        self.states, self.numbers, self.successors, self.plans, self.fact_names = [], {}, {}, {}, {}
         self.materialized = None
+
+    def number(self, info: _StateInfo) -> int:
+        """The number of the state ``info`` describes (a new one for a state not met before)."""
+        n = self.numbers.get(info.identity)
+        if n is None:
+            n = self.numbers[info.identity] = len(self.states)
+            self.states.append(info)
+        return n
 
 
 # Cores of engines that were closed or garbage-collected, for reuse by the next engine. Each core
@@ -363,8 +378,7 @@ class AlfredEngine:
         state = self._env.reset()
         core.game_id = game_id
         core.generation += 1
-        sid = self._lib.get_state_id()
-        core.states[sid] = _StateInfo(self._pddl)
+        sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id()))
         core.materialized = sid
         core.initial = EngineSnapshot(core.generation, sid, state.feedback)
         self._sid, self._feedback = sid, state.feedback
@@ -386,9 +400,7 @@ class AlfredEngine:
         if hit is None:
             self._materialize()
             state, _, _ = self._env.step(command)
-            sid = self._lib.get_state_id()
-            if sid not in core.states or not self.cached:
-                core.states[sid] = _StateInfo(self._pddl)
+            sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id()))
             core.materialized = sid
             hit = (sid, state.feedback)
             if self.cached:
@@ -473,14 +485,14 @@ class AlfredEngine:
         self._owner = weakref.ref(env)
 
     def save(self) -> EngineSnapshot:
-        """Snapshot the current state (a state id and a feedback string: no copies)."""
+        """Snapshot the current state (a state number and a feedback string: no copies)."""
         return EngineSnapshot(self.generation, self._sid, self._feedback)
 
     def restore(self, snap: EngineSnapshot) -> None:
         """Put the engine back into ``snap`` (same loaded game and generation only)."""
         if snap.generation != self.generation:
             raise RuntimeError("engine snapshot is from another game load of this engine")
-        self._sid, self._feedback = snap.state_id, snap.feedback
+        self._sid, self._feedback = snap.state, snap.feedback
 
     def _materialize(self) -> None:
         """Make fast-downward and textworld's Python-side state describe the current state id."""
@@ -489,7 +501,7 @@ class AlfredEngine:
             return
         info = core.states[self._sid]
         pstate = self._pddl._pddl_state
-        self._lib.set_state_id(self._sid)
+        self._lib.set_state_id(info.sid)
         pstate._facts.clear()
         for sig, fs in info.facts:
             pstate._facts[sig] = set(fs)
