@@ -221,3 +221,48 @@ def test_every_validation_game_expert_wins_and_caches_change_nothing(split):
     with ProcessPoolExecutor(2) as pool:
         problems = [p for part in pool.map(_check_games, [split, split], halves) for p in part]
     assert problems == []
+
+
+def test_planner_time_limit_falls_back_and_says_so():
+    env = gym.make("ttg/ALFWorld-v0", split="valid_seen", planner_timeout=0.001)
+    env.reset(options={"task_index": 2})
+    # Off the stored walkthrough, the planner has to search: it cannot finish in a millisecond.
+    off = [c for c in env.unwrapped.admissible_commands if c.startswith("go to") and c != env.unwrapped.tasks[2].plan[0]][0]
+    env.step(f"<action>{off}</action>")
+    start_children = _children()
+    assert ExpertPolicy()(env) == "<think>Next I will look.</think><action>look</action>"
+    assert env.unwrapped.last_plan_timed_out and env.unwrapped.planner_timeouts == 1
+    assert env.unwrapped.expert_plan() == [] and env.unwrapped.planner_timeouts == 2  # remembered: no new search
+    assert _children() == start_children  # the search process was killed and reaped
+    _, _, _, _, info = env.step("<action>look</action>")
+    assert info["planner_timeout"] is True
+    _, _, _, _, info = env.step("<action>look</action>")
+    assert "planner_timeout" not in info
+    # With time to search, the same state gets the planner's plan, and following it wins.
+    patient = gym.make("ttg/ALFWorld-v0", split="valid_seen")
+    patient.reset(options={"task_index": 2})
+    patient.step(f"<action>{off}</action>")
+    plan = patient.unwrapped.expert_plan()
+    assert plan and not patient.unwrapped.last_plan_timed_out
+    for c in plan:
+        _, reward, terminated, _, info = patient.step(f"<action>{c}</action>")
+    assert terminated and reward == 1.0 and "planner_timeout" not in info
+
+
+def _children() -> set[str]:
+    path = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
+    return set(open(path).read().split()) if os.path.exists(path) else set()
+
+
+def test_close_returns_the_core_and_reuses_it():
+    from ttg_envs.envs.alfworld import engine
+
+    cores = set()
+    for _ in range(5):
+        env = gym.make("ttg/ALFWorld-v0", split="valid_seen")
+        env.reset(options={"task_index": 1})
+        cores.add(id(env.unwrapped._engine._core))
+        core = env.unwrapped._engine._core
+        env.close()
+        assert core.states == [] and core.game_id is None  # the game's caches are gone
+    assert len(cores) == 1 and len(engine._IDLE_CORES) <= engine.MAX_IDLE_CORES

@@ -290,8 +290,9 @@ class _Core:
 
 # Cores of engines that were closed or garbage-collected, for reuse by the next engine. Each core
 # holds a dlopen'ed copy of libdownward; dlclose'ing one and loading another crashes the process,
-# so they are recycled instead. At most MAX_IDLE_CORES wait; the rest are dropped with their game
-# caches cleared (their library copy stays mapped: that cannot be undone safely).
+# so they are recycled instead. At most MAX_IDLE_CORES wait; the rest are dropped after freeing
+# their game caches and fast-downward's tasks (the library copy stays mapped: dlclose is unsafe).
+# fast_downward.load_lib deletes its temp copy right after dlopen, so nothing piles up on disk.
 _IDLE_CORES: list[_Core] = []
 MAX_IDLE_CORES = 4
 _POOL_LOCK = threading.Lock()
@@ -302,12 +303,14 @@ def _release(core: _Core) -> None:
     with _POOL_LOCK:
         if len(_IDLE_CORES) < MAX_IDLE_CORES:
             _IDLE_CORES.append(core)
+            return
+    core.lib.cleanup()  # frees fast-downward's loaded tasks; the library itself stays mapped
 
 
 def _acquire(fast_text: bool) -> _Core:
     with _POOL_LOCK:
-        for i, core in enumerate(_IDLE_CORES):
-            if core.fast_text == fast_text:
+        for i in range(len(_IDLE_CORES) - 1, -1, -1):  # the most recently released first
+            if _IDLE_CORES[i].fast_text == fast_text:
                 return _IDLE_CORES.pop(i)
     return _Core(fast_text)
 

@@ -59,6 +59,8 @@ class ALFWorldEnv(TextEnv):
         self._plan_timed_out = False
         #: How often expert_plan() timed out on this env (its branches count their own).
         self.planner_timeouts = 0
+        #: Whether the last expert_plan() call ran out of the planner's time limit.
+        self.last_plan_timed_out = False
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
@@ -130,7 +132,7 @@ class ALFWorldEnv(TextEnv):
     def _clone(self) -> ALFWorldEnv:
         clone = super()._clone()
         clone.planner_timeouts = 0
-        clone._plan_timed_out = False
+        clone._plan_timed_out = clone.last_plan_timed_out = False
         # Branches share the loaded engine; loading another game into it would invalidate the
         # others' fast-downward state ids, so a later reset to another game takes a new engine.
         self._engine.shared = True
@@ -151,18 +153,21 @@ class ALFWorldEnv(TextEnv):
         Plans are cached per state for the loaded game (bundled games start with the planner's
         stored walkthrough), and the rest of a plan is reused while an episode follows it.
         The search runs under ``planner_timeout``: when it runs out, this returns ``[]`` (what
-        the planner returns when it finds no plan), the next step's ``info`` has
-        ``planner_timeout: True`` and :attr:`planner_timeouts` counts it; the timeout is
+        the planner returns when it finds no plan; :class:`ExpertPolicy` then takes ``look``),
+        :attr:`last_plan_timed_out` is True, the next step's ``info`` has
+        ``planner_timeout: True`` and :attr:`planner_timeouts` counts it. The timeout is
         remembered for the state, so asking again returns ``[]`` at once.
         """
         with self._engine.lock:
             self._engine.activate(self)
             try:
-                return self._engine.plan()
+                plan = self._engine.plan()
             except PlannerTimeout:
-                self._plan_timed_out = True
+                self._plan_timed_out = self.last_plan_timed_out = True
                 self.planner_timeouts += 1
                 return []
+            self.last_plan_timed_out = False
+            return plan
 
     def close(self) -> None:
         """Release the engine: back to the idle pool with its game caches cleared, unless branches
