@@ -6,6 +6,8 @@
    cache an earlier process filled (warm), reset of the same game, step, and a group of 8
    rollouts x 20 random admissible steps of one task. Targets ttg/stock: warm load <= 0.1,
    step <= 0.2, group <= 0.2.
+   ``--resources N``: RSS, mapped libdownward copies and temp-dir bytes over N
+   gym.make/reset/close cycles (then exits).
 1. Step cost of ``TrajectoryRecorder(TokenCounter(ALFWorldEnv))`` vs the bare engine
    (textworld ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos``) on the same command sequences
    (target ratio <= 1.10).
@@ -231,6 +233,46 @@ def compare_with_stock(n_tasks: int, n_steps: int = 20, group: int = 8) -> dict[
     return {k: statistics.mean(v) for k, v in t.items()}
 
 
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+
+def _libdownward_maps() -> int:
+    with open("/proc/self/maps") as f:
+        return len({line.split()[4] for line in f if "libdownward" in line})  # distinct inodes
+
+
+def _tmp_bytes() -> int:
+    total = 0
+    for root, _, files in os.walk(tempfile.gettempdir()):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def resource_cycles(n: int) -> None:
+    """RSS, mapped libdownward copies and temp-dir usage over ``n`` gym.make/reset/close cycles."""
+    import gc
+
+    tmp0 = _tmp_bytes()
+    print(f"{'cycle':>6s} {'RSS MB':>8s} {'libdownward copies':>19s} {'temp dir +MB':>13s}")
+    for i in range(n + 1):
+        if i in (1, 10, 50, 100, 200, n) or i == 0:
+            gc.collect()
+            print(f"{i:6d} {_rss_mb():8.1f} {_libdownward_maps():19d} {(_tmp_bytes() - tmp0) / 2**20:13.1f}")
+        if i == n:
+            break
+        env = gym.make("ttg/ALFWorld-v0", split="valid_seen")
+        env.reset(options={"task_index": i % 20})
+        env.step(f"<action>{env.unwrapped.admissible_commands[0]}</action>")
+        env.close()
+        del env
+
+
 def print_comparison(m: dict[str, float]) -> None:
     """Print section 0 as a table of ms and ratios."""
     rows = [("new-game load, cold cache", "stock_load", "ttg_cold", None),
@@ -250,8 +292,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--stock-only", action="store_true", help="only section 0 (ttg vs the stock stack)")
+    parser.add_argument("--resources", type=int, metavar="N", help="only the N make/reset/close cycles")
     parser.add_argument("--warm-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.resources:
+        resource_cycles(args.resources)
+        return
     if args.warm_child:
         print(json.dumps(warm_loads(json.loads(args.warm_child), warmup=0)))
         return
