@@ -209,7 +209,7 @@ def compare_with_stock(n_tasks: int, n_steps: int = 20, group: int = 8) -> dict[
                 state, _, done = stock.step(c)
                 t["stock_step"].append(time.perf_counter() - start)
                 start = time.perf_counter()
-                obs, _, terminated, _, info = env.step(f"<action>{c}</action>")
+                _, _, terminated, _, info = env.step(f"<action>{c}</action>")
                 t["ttg_step"].append(time.perf_counter() - start)
                 assert info["admissible_commands"] == state["admissible_commands"] and terminated == bool(state["won"])
                 if done:

@@ -13,7 +13,7 @@ from collections import Counter
 import gymnasium as gym
 import pytest
 
-from ttg_envs.envs.alfworld import ExpertPolicy, NoisyExpertPolicy, load_tasks
+from ttg_envs.envs.alfworld import NoisyExpertPolicy, load_tasks
 from ttg_envs.envs.alfworld.tasks import TASK_TYPES
 
 PAPER_COUNTS = {

@@ -14,8 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ttg_envs.envs.alfworld import ExpertPolicy, load_tasks
-from ttg_envs.envs.alfworld import translation
+from ttg_envs.envs.alfworld import ExpertPolicy, load_tasks, translation
 from ttg_envs.envs.alfworld.tasks import TASK_TYPES
 
 textworld = pytest.importorskip("textworld")
@@ -196,7 +195,7 @@ def _check_games(split: str, indices: list[int]) -> list[str]:
         task_id = fast.unwrapped.tasks[index].id
         rng = np.random.default_rng(index)
 
-        def random_action(info):
+        def random_action(info, rng=rng):
             admissible = info["admissible_commands"]
             return f"<action>{admissible[int(rng.integers(len(admissible)))]}</action>"
 
@@ -208,7 +207,7 @@ def _check_games(split: str, indices: list[int]) -> list[str]:
             problems.append(f"{task_id}: the walkthrough on warm caches differs")
         for commands, trace in episodes:
             replayed = iter(commands)
-            if play(ref, index, lambda info: next(replayed), len(commands))[1] != trace:
+            if play(ref, index, lambda info, replayed=replayed: next(replayed), len(commands))[1] != trace:
                 problems.append(f"{task_id}: cached and uncached episodes differ")
     return problems
 
@@ -227,7 +226,7 @@ def test_planner_time_limit_falls_back_and_says_so():
     env = gym.make("ttg/ALFWorld-v0", split="valid_seen", planner_timeout=0.001)
     env.reset(options={"task_index": 2})
     # Off the stored walkthrough, the planner has to search: it cannot finish in a millisecond.
-    off = [c for c in env.unwrapped.admissible_commands if c.startswith("go to") and c != env.unwrapped.tasks[2].plan[0]][0]
+    off = next(c for c in env.unwrapped.admissible_commands if c.startswith("go to") and c != env.unwrapped.tasks[2].plan[0])
     env.step(f"<action>{off}</action>")
     start_children = _children()
     assert ExpertPolicy()(env) == "<think>Next I will look.</think><action>look</action>"

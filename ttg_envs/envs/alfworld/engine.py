@@ -32,8 +32,9 @@ import hashlib
 import threading
 import weakref
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..._optional import require
 from . import translation as _translation
@@ -74,7 +75,7 @@ def _cached_pddl_env_class():
     class CachedPddlState(pddl_logic.PddlState):
         """textworld's ``PddlState`` built from a cached translation (same facts, same SAS task)."""
 
-        def __init__(self, downward_lib, pddl_problem: str, logic, cached) -> None:  # noqa: D107
+        def __init__(self, downward_lib, pddl_problem: str, logic, cached) -> None:
             self._facts = defaultdict(set)
             self._vars_by_name = {}
             self._vars_by_type = defaultdict(set)
@@ -103,7 +104,7 @@ def _cached_pddl_env_class():
         ``fast_text=False`` keeps textworld's own ``step`` and ``_gather_infos`` (the reference).
         """
 
-        def __init__(self, infos=None, fast_text: bool = True) -> None:  # noqa: D107
+        def __init__(self, infos=None, fast_text: bool = True) -> None:
             super().__init__(infos)
             self.fast_text = fast_text
             self.translation = None
@@ -221,8 +222,19 @@ class _StateInfo:
     """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
     from it, its GameState (valid commands and actions) and the operators the actions refer to."""
 
-    __slots__ = ("sid", "facts", "identity", "var_counts", "vars_by_name", "vars_by_type", "operators",
-                 "game_state", "admissible", "won", "key")
+    __slots__ = (
+        "admissible",
+        "facts",
+        "game_state",
+        "identity",
+        "key",
+        "operators",
+        "sid",
+        "var_counts",
+        "vars_by_name",
+        "vars_by_type",
+        "won",
+    )
 
     def __init__(self, pddl, sid: int) -> None:
         pstate = pddl._pddl_state

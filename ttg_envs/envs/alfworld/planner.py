@@ -31,7 +31,8 @@ def run_replan(lib: Any, timeout: float | None) -> list[str] | None:
     None when the search ran past ``timeout`` seconds."""
     if timeout is None or not hasattr(os, "fork"):
         return _replan_names(lib)
-    lib.replan, lib.get_last_plan_length, lib.get_last_plan  # resolve the symbols before forking
+    for name in ("replan", "get_last_plan_length", "get_last_plan"):
+        getattr(lib, name)  # resolve the symbols before forking
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: search, send the plan, exit without running the parent's cleanup

@@ -17,7 +17,8 @@ It is used only by this project's engine objects; textworld's own classes are un
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..._optional import require
 

@@ -141,7 +141,7 @@ def build_logic(domain: str, grammar: str) -> Any:
     model_types = require("textworld.envs.pddl.logic.model", "alfworld")
 
     class Converter(pddl_logic._ModelConverter):
-        def walk_PddlDocumentNode(self, node):  # noqa: N802 (tatsu's naming)
+        def walk_PddlDocumentNode(self, node):
             actions, rules = {}, {}
             for part in node.parts:
                 if isinstance(part, model_types.ActionTypeNode):
@@ -194,7 +194,7 @@ def _read(key: str) -> Translation | None:
             raise ValueError("key or checksum mismatch")
         data = pickle.loads(zlib.decompress(payload))
         return Translation(key, data["logic"], data["task"], data["sas"], data.get("sas_replan"), origin="disk")
-    except Exception as exc:  # a torn, corrupt or foreign entry: rebuild it
+    except Exception as exc:  # noqa: BLE001  (a torn, corrupt or foreign entry: rebuild it)
         warnings.warn(f"rebuilding corrupt ALFWorld translation cache entry {path.name}: {exc}", stacklevel=3)
         try:
             path.unlink()
