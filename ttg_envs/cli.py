@@ -51,7 +51,9 @@ def _rollout(args: argparse.Namespace) -> int:
     write_report(out / "rollout.json", results, rows, {**config, "seconds": elapsed})
     (out / "rollout.md").write_text(table + "\n")
     print(table)
-    print(f"\n{len(results)} episodes in {elapsed:.1f} s; report in {out}/rollout.json and rollout.md")
+    timeouts = sum(r.planner_timeouts for r in results)
+    print(f"\n{len(results)} episodes in {elapsed:.1f} s (planner time limit hit {timeouts} times); "
+          f"report in {out}/rollout.json and rollout.md")
     return 0
 
 

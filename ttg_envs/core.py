@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
 
 #: Upper bound on observation and action length in characters (the spaces' ``max_length``).

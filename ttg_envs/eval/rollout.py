@@ -46,6 +46,8 @@ class EpisodeResult:
     success: bool
     steps: int
     assistant_tokens: int
+    #: Steps taken after the planner ran out of its time limit (ALFWorld's ``info["planner_timeout"]``).
+    planner_timeouts: int = 0
 
 
 def run_episode(env: gym.Env, policy: Policy, *, task_index: int, seed: int, policy_name: str) -> EpisodeResult:
@@ -53,8 +55,10 @@ def run_episode(env: gym.Env, policy: Policy, *, task_index: int, seed: int, pol
     _, info = env.reset(seed=seed, options={"task_index": task_index})
     task = info["task"]
     terminated = truncated = False
+    timeouts = 0
     while not (terminated or truncated):
         _, _, terminated, truncated, info = env.step(policy(env))
+        timeouts += bool(info.get("planner_timeout"))
     return EpisodeResult(
         policy=policy_name,
         split=task["split"],
@@ -64,6 +68,7 @@ def run_episode(env: gym.Env, policy: Policy, *, task_index: int, seed: int, pol
         success=bool(info["success"]),
         steps=int(info["elapsed_steps"]),
         assistant_tokens=int(info.get("assistant_tokens_total", 0)),
+        planner_timeouts=timeouts,
     )
 
 

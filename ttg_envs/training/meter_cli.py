@@ -68,22 +68,28 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
     job = (env_id, {"split": split, **env_kwargs}, tuple(policies), tuple(str(p) for p in paths), seed, plan_lengths)
+    timeouts = 0
     with progress_bar(total=len(indices) * len(policies), desc=f"record {split}", unit="ep") as bar:
         if workers <= 1:
-            _record_tasks(job, indices, bar.update)
+            timeouts = _record_tasks(job, indices, bar.update)[1]
         else:
             # One task per job: a task whose planner calls take minutes does not hold up a chunk.
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
                 for future in as_completed([pool.submit(_record_tasks, job, [i]) for i in indices]):
-                    bar.update(future.result())
+                    episodes, task_timeouts = future.result()
+                    bar.update(episodes)
+                    timeouts += task_timeouts
+    if hasattr(probe.unwrapped, "planner_timeouts"):
+        print(f"record {split}: planner time limit hit {timeouts} times")
     for path in paths:
         if path.exists():
             sort_by_task(path)
     return paths
 
 
-def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> int:
-    """Play ``indices`` with every policy of ``job``; returns the number of episodes."""
+def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> tuple[int, int]:
+    """Play ``indices`` with every policy of ``job``; returns the number of episodes and how often
+    the planner ran out of its time limit (ALFWorld; policy and plan-length calls)."""
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401  (registers the ids)
@@ -109,8 +115,9 @@ def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> i
             episodes += 1
             if progress:
                 progress(1)
+    timeouts = getattr(env.unwrapped, "planner_timeouts", 0)
     env.close()
-    return episodes
+    return episodes, timeouts
 
 
 def _setup(args: argparse.Namespace) -> str:

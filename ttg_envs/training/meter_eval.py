@@ -54,14 +54,14 @@ def alfworld_plan_lengths(trajectory: Trajectory, env: Any) -> list[int]:
     """Length of the planner's plan before each action and after the last, by replaying the actions.
 
     ``env`` is an ALFWorld env (any wrapper stack) whose task list contains the trajectory's task.
-    A won state has plan length 0.
+    A won state has plan length 0; None where the planner ran out of its time limit.
     """
     base = env.unwrapped
     base.reset(seed=0, options={"task_id": trajectory.task["id"]})
-    lengths = [len(base.expert_plan())]
+    lengths = [_plan_length(base)]
     for i in trajectory.actions:
         _, _, terminated, _, info = base.step(trajectory.messages[i]["content"])
-        lengths.append(0 if info.get("success") else len(base.expert_plan()))
+        lengths.append(0 if info.get("success") else _plan_length(base))
         if terminated:
             break
     if len(lengths) != trajectory.num_steps + 1:
@@ -69,8 +69,14 @@ def alfworld_plan_lengths(trajectory: Trajectory, env: Any) -> list[int]:
     return lengths
 
 
+def _plan_length(base: Any) -> int | None:
+    plan = base.expert_plan()
+    return None if getattr(base, "last_plan_timed_out", False) else len(plan)
+
+
 class PlanLength(BranchableWrapper):
-    """Adds ``plan_length`` (the planner's plan length from the new state, 0 once won) to ``info``.
+    """Adds ``plan_length`` (the planner's plan length from the new state, 0 once won, None when
+    the planner ran out of its time limit) to ``info``.
 
     For envs whose base has ``expert_plan()`` (ALFWorld). Recording it with the trajectory gives
     exact step-quality labels without replaying the episode later.
@@ -79,13 +85,13 @@ class PlanLength(BranchableWrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset and add the first state's plan length."""
         obs, info = self.env.reset(seed=seed, options=options)
-        info["plan_length"] = len(self.env.unwrapped.expert_plan())
+        info["plan_length"] = _plan_length(self.env.unwrapped)
         return obs, info
 
     def step(self, action: Any):
         """Step and add the new state's plan length."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        info["plan_length"] = 0 if info.get("success") else len(self.env.unwrapped.expert_plan())
+        info["plan_length"] = 0 if info.get("success") else _plan_length(self.env.unwrapped)
         return obs, reward, terminated, truncated, info
 
 

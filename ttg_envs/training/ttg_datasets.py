@@ -83,10 +83,14 @@ class MeterExample:
         return format_answer(self.can_complete, self.ttg if self.can_complete else None)
 
 
-def step_labels_from_plan_lengths(plan_lengths: Sequence[int]) -> list[int]:
-    """+1 where the plan got shorter, -1 where longer, 0 where equal (T labels from T+1 lengths)."""
-    p = np.asarray(plan_lengths)
-    return np.sign(p[:-1] - p[1:]).astype(int).tolist()
+def step_labels_from_plan_lengths(plan_lengths: Sequence[int | None]) -> list[int]:
+    """+1 where the plan got shorter, -1 where longer, 0 where equal (T labels from T+1 lengths).
+
+    A length of None (the planner ran out of its time limit there) labels its steps 0 (unknown).
+    """
+    known = np.array([p is not None for p in plan_lengths])
+    p = np.array([0 if x is None else x for x in plan_lengths])
+    return np.where(known[:-1] & known[1:], np.sign(p[:-1] - p[1:]), 0).astype(int).tolist()
 
 
 def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: str = "", tokenizer: Any = None) -> Trajectory:

@@ -1,52 +1,266 @@
 """ALFWorld's real engine: textworld's ``PddlEnv`` wrapped by alfworld's ``AlfredDemangler`` and
-``AlfredInfos``, with an in-process snapshot so that branches cost the same at any step.
+``AlfredInfos``, made fast around the engine and shared by an episode, its resets and branches.
 
-The snapshot uses fast-downward's ``get_state_id``/``set_state_id`` (exported by the engine's
-``libdownward`` but not wrapped by textworld) plus a copy of textworld's Python-side fact sets.
-Several envs (an episode and its branches) share one engine; whichever env steps next first
-restores its own snapshot, so each sees only its own history. A reset restores the snapshot of
-the initial state taken at load, so only a new game pays for textworld's PDDL translation.
+- **Translate once.** :class:`CachedPddlEnv` is a ``PddlEnv`` that takes its parsed game logic and
+  SAS task from :mod:`.translation` (content-keyed, on disk), loads each into fast-downward once
+  per game, and resets by restoring the initial state instead of re-translating. The planner's
+  translation is made the first time a plan is asked for.
+- **Text without re-parsing.** Its feedback and admissible commands come from
+  :class:`~.textgen.FastDeriver` over the game's own grammar.
+- **Deterministic caches.** The engine is deterministic given the loaded game and its state:
+  fast-downward's state (one registry id per distinct state and load) plus textworld's
+  Python-side facts, which also keep the ``not_*`` facts of past effects (the grammar queries
+  them, so they are part of the state: the same fast-downward state reached by two paths can read
+  differently). Per loaded game the engine numbers each distinct (state id, facts) pair it meets
+  and keeps its admissible commands, win flag and Python-side state, and, by (state, command),
+  the successor and its feedback. A cached step is a dict lookup; the Python-side state is put
+  back only when an uncached step or the planner needs it. Branches and resets are (state,
+  feedback) pairs, so a branch costs the same at any step.
+- **Bounded planner.** :meth:`AlfredEngine.plan` runs fast-downward's ``replan`` (a C call that
+  nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
+  seconds; see :mod:`.planner`.
+
+``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
+``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``
+(tatsu parses and deep copies included): the references the equality tests compare against.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
 import threading
 import weakref
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..._optional import require
+from . import translation as _translation
 
 
 @dataclass(frozen=True)
 class EngineSnapshot:
-    """One engine state: fast-downward's state id plus textworld's Python-side state."""
+    """One engine state within one game load: the engine's state number and the last feedback."""
 
     generation: int
-    state_id: int
-    facts: tuple[tuple[Any, frozenset], ...]
-    var_counts: tuple[tuple[Any, int], ...]
-    vars_by_name: tuple[tuple[str, Any], ...]
-    vars_by_type: tuple[tuple[str, frozenset], ...]
-    game_state: Any
-    moves: int
-    last_action: Any
-    operators: Mapping[int, Any]
+    state: int
+    feedback: str
+
+
+class PlannerTimeout(RuntimeError):
+    """The planner did not finish within the engine's ``planner_timeout``."""
+
+
+def _cached_pddl_env_class():
+    textworld = require("textworld", "alfworld")
+    pddl_mod = require("textworld.envs.pddl.pddl", "alfworld")
+    pddl_logic = require("textworld.envs.pddl.logic", "alfworld")
+    fast_downward = require("fast_downward", "alfworld")
+    from .textgen import FastDeriver
+
+    def atom_fact(atom, name2type):
+        if isinstance(atom, fast_downward.translate.pddl.conditions.Atom):
+            if atom.predicate == "=":
+                return None
+            return textworld.logic.Proposition(atom.predicate, [textworld.logic.Variable(a, name2type[a]) for a in atom.args])
+        if isinstance(atom, fast_downward.translate.pddl.f_expression.Assign):
+            name = f"{atom.expression.value}"
+            if atom.fluent.symbol == "total-cost" or name.isdigit():  # costs and distances are not facts
+                return None
+            return textworld.logic.Proposition(name, [textworld.logic.Variable(a, name2type[a]) for a in atom.fluent.args])
+        return None
+
+    class CachedPddlState(pddl_logic.PddlState):
+        """textworld's ``PddlState`` built from a cached translation (same facts, same SAS task)."""
+
+        def __init__(self, downward_lib, pddl_problem: str, logic, cached) -> None:
+            self._facts = defaultdict(set)
+            self._vars_by_name = {}
+            self._vars_by_type = defaultdict(set)
+            self._var_counts = Counter()
+            self._logic = logic
+            self.downward_lib = downward_lib
+            self.pddl_problem = pddl_problem
+            self.task, self.sas = cached.task, cached.sas
+            self.sas_replan = None  # loaded by the engine when a plan is first asked for
+            self._actions = {a.name: a for a in self.task.actions}
+            for type_ in self.task.types:
+                try:
+                    logic.types.add(textworld.logic.Type(type_.name, type_.supertype_names))
+                except ValueError:
+                    pass
+            downward_lib.load_sas(self.sas.encode("utf-8"))
+            self.name2type = {o.name: o.type_name for o in self.task.objects}
+            self.add_facts([f for f in (atom_fact(a, self.name2type) for a in self.task.init) if f is not None])
+            atoms = (pddl_logic.Atom * downward_lib.get_state_size())()
+            downward_lib.get_state(atoms)
+            self.add_facts([f for f in (a.get_fact(self.name2type) for a in atoms) if not f.is_negation])
+
+    class CachedPddlEnv(pddl_mod.PddlEnv):
+        """``PddlEnv`` that loads from the translation cache and derives text with ``FastDeriver``.
+
+        ``fast_text=False`` keeps textworld's own ``step`` and ``_gather_infos`` (the reference).
+        """
+
+        def __init__(self, infos=None, fast_text: bool = True) -> None:
+            super().__init__(infos)
+            self.fast_text = fast_text
+            self.translation = None
+            self._fresh = False
+
+        def load(self, data: Mapping[str, Any]) -> None:
+            """Load a game dict (``PddlEnv.load`` without translating a game seen before)."""
+            self._game_file = None
+            self._game_data = data
+            self.walkthrough = data.get("walkthrough", None)
+            self.translation = _translation.translation_for(data)
+            self._logic = self.translation.new_logic()
+            self._pddl_state = CachedPddlState(self.downward_lib, data["pddl_problem"], self._logic, self.translation)
+            self._entity_infos = self._get_entity_infos()
+            self._deriver = FastDeriver(self._logic.grammar)
+            self._command_templates = sorted({a.template for a in self._logic.actions.values()})
+            self._fresh = True
+
+        def reset(self):
+            """The initial state; only valid right after ``load`` (the engine restores snapshots)."""
+            if not self._fresh:
+                raise RuntimeError("CachedPddlEnv resets only right after load; restore the engine's initial snapshot")
+            self._fresh = False
+            self.prev_state = None
+            self.state = textworld.core.GameState()
+            self._last_action = None
+            self._moves = 0
+            context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
+                       "mapping": {}, "entity_infos": self._entity_infos}
+            self.state.feedback = self._derive("#intro#", context)
+            self.state.raw = self.state.feedback
+            self._gather_infos()
+            return self.state
+
+        def load_replan_task(self) -> None:
+            """Load the planner's SAS task (translated on first use, then cached on disk)."""
+            if self._pddl_state.sas_replan is None:
+                sas = _translation.replan_sas(self.translation, self._game_data)
+                self.downward_lib.load_sas_replan(sas.encode("utf-8"))
+                self._pddl_state.sas_replan = sas
+
+        def _derive(self, start: str, context) -> str:
+            if self.fast_text:
+                return self._deriver.derive(start, context)
+            return self._logic.grammar.derive(start, context)
+
+        def step(self, command: str):
+            """textworld's ``PddlEnv.step``, with the feedback from ``FastDeriver``."""
+            if not self.fast_text:
+                return super().step(command)
+            command = command.strip()
+            self.prev_state = self.state
+            self.state = textworld.core.GameState()
+            self.state.last_command = command
+            self._last_action = None
+            try:
+                idx = self.prev_state["_valid_commands"].index(command)
+            except ValueError:
+                self.state.feedback = "Nothing happens."  # what PddlEnv answers to a command it does not know
+            else:
+                action = self._last_action = self.prev_state["_valid_actions"][idx]
+                self._pddl_state.apply(action)
+                context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts),
+                           "variables": {ph.name: self._entity_infos[v.name] for ph, v in action.mapping.items()},
+                           "mapping": action.mapping, "entity_infos": self._entity_infos}
+                self.state.feedback = self._deriver.derive(action.feedback_rule, context)
+                self._moves += 1
+            self.state.raw = self.state.feedback
+            self._gather_infos()
+            self.state["score"] = 1 if self.state["won"] else 0
+            self.state["done"] = self.state["won"] or self.state["lost"]
+            return self.state, self.state["score"], self.state["done"]
+
+        def _gather_infos(self):
+            if not self.fast_text:
+                return super()._gather_infos()
+            pstate, infos = self._pddl_state, self._entity_infos
+            state = self.state
+            state["command_templates"] = list(self._command_templates)
+            state["won"] = pstate.check_goal()
+            state["lost"] = False
+            state["_entity_infos"] = dict(infos)
+            facts = state["_facts"] = list(pstate.facts)
+            state["last_action"] = None
+            state["_last_action"] = self._last_action
+            actions = state["_valid_actions"] = list(pstate.all_applicable_actions())
+            names = {k: info.name for k, info in infos.items()}
+            commands = state["_valid_commands"] = []
+            for action in actions:
+                context = {"state": pstate, "facts": facts,
+                           "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
+                           "mapping": action.mapping, "entity_infos": infos}
+                action.command_template = self._deriver.derive(action.command_template, context)
+                commands.append(action.format_command(names))
+            state["admissible_commands"] = sorted(set(commands))
+            if self.request_infos.moves:
+                state["moves"] = self._moves
+            if self.request_infos.policy_commands:
+                state["policy_commands"] = pstate.replan(infos)
+
+    return CachedPddlEnv
+
+
+_CLASSES: dict[str, Any] = {}
+
+
+def cached_pddl_env(infos=None, fast_text: bool = True):
+    """A new :class:`CachedPddlEnv` (the class is built on first use: textworld imports lazily)."""
+    if "env" not in _CLASSES:
+        _CLASSES["env"] = _cached_pddl_env_class()
+    return _CLASSES["env"](infos, fast_text=fast_text)
+
+
+class _StateInfo:
+    """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
+    from it, its GameState (valid commands and actions) and the operators the actions refer to."""
+
+    __slots__ = (
+        "admissible",
+        "facts",
+        "game_state",
+        "identity",
+        "key",
+        "operators",
+        "sid",
+        "var_counts",
+        "vars_by_name",
+        "vars_by_type",
+        "won",
+    )
+
+    def __init__(self, pddl, sid: int) -> None:
+        pstate = pddl._pddl_state
+        self.sid = sid
+        self.facts = tuple((sig, frozenset(fs)) for sig, fs in pstate._facts.items())
+        #: What makes two records the same engine state.
+        self.identity = (sid, frozenset(f for _, fs in self.facts for f in fs))
+        self.var_counts = dict(pstate._var_counts)
+        self.vars_by_name = dict(pstate._vars_by_name)
+        self.vars_by_type = tuple((t, frozenset(vs)) for t, vs in pstate._vars_by_type.items())
+        self.operators = pstate._operators
+        self.game_state = pddl.state
+        self.admissible = tuple(pddl.state["admissible_commands"])
+        self.won = bool(pddl.state["won"])
+        self.key: str | None = None
 
 
 class _Core:
-    """A ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` stack, its private libdownward copy,
-    and what belongs to the game loaded in it."""
+    """A ``CachedPddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos`` stack, its private libdownward
+    copy, and the caches of the game loaded in it."""
 
-    def __init__(self) -> None:
+    def __init__(self, fast_text: bool = True) -> None:
         textworld = require("textworld", "alfworld")
-        require("fast_downward", "alfworld")
-        pddl_mod = require("textworld.envs.pddl.pddl", "alfworld")
         wrappers = require("alfworld.agents.environment.alfred_tw_env", "alfworld")
-        self.pddl = pddl_mod.PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True))
+        self.fast_text = fast_text
+        self.pddl = cached_pddl_env(textworld.EnvInfos(admissible_commands=True, won=True), fast_text=fast_text)
         self.env = wrappers.AlfredInfos(wrappers.AlfredDemangler(self.pddl, shuffle=False))
         self.lib = self.pddl.downward_lib
         self.lib.get_state_id.argtypes = []
@@ -56,44 +270,101 @@ class _Core:
         self.game_id: str | None = None
         #: Bumped on every load: fast-downward state ids are only valid within one loaded game.
         self.generation = 0
-        #: The game's initial state; a reset restores it instead of re-translating the PDDL.
         self.initial: EngineSnapshot | None = None
-        #: str() of each fact seen in the loaded game, cached: state_key runs on every step.
+        #: Visited states of the loaded game, numbered in the order they were met.
+        self.states: list[_StateInfo] = []
+        self.numbers: dict[tuple, int] = {}
+        #: (state, command) -> (successor state, feedback).
+        self.successors: dict[tuple[int, str], tuple[int, str]] = {}
+        #: The state textworld's Python-side state currently describes.
+        self.materialized: int | None = None
+        #: str() of each fact seen in the loaded game: state keys sort fact names.
         self.fact_names: dict[Any, str] = {}
-        #: Planner plans by state key. The planner is a uniform-cost search that can take seconds;
-        #: the engine is deterministic, so a plan and all its suffixes stay valid for their states.
-        self.plans: dict[str, tuple[str, ...]] = {}
+        #: Planner plans by state (None: the planner timed out there). The engine is
+        #: deterministic, so a plan and all its suffixes stay valid for their states.
+        self.plans: dict[int, tuple[str, ...] | None] = {}
+
+    def clear_game(self) -> None:
+        """Forget the loaded game's caches (its states hold textworld objects)."""
+        self.game_id = None
+        self.initial = None
+        self.states, self.numbers, self.successors, self.plans, self.fact_names = [], {}, {}, {}, {}
+        self.materialized = None
+
+    def number(self, info: _StateInfo) -> int:
+        """The number of the state ``info`` describes (a new one for a state not met before)."""
+        n = self.numbers.get(info.identity)
+        if n is None:
+            n = self.numbers[info.identity] = len(self.states)
+            self.states.append(info)
+        return n
 
 
-# Cores of engines that were garbage-collected, for reuse by the next engine. Each core holds a
-# dlopen'ed copy of libdownward; dlclose'ing one and loading another crashes the process, so they
-# are recycled instead (a process keeps as many cores as it ever had engines alive at once).
+# Cores of engines that were closed or garbage-collected, for reuse by the next engine. Each core
+# holds a dlopen'ed copy of libdownward; dlclose'ing one and loading another crashes the process,
+# so they are recycled instead. At most MAX_IDLE_CORES wait; the rest are dropped after freeing
+# their game caches and fast-downward's tasks (the library copy stays mapped: dlclose is unsafe).
+# fast_downward.load_lib deletes its temp copy right after dlopen, so nothing piles up on disk.
 _IDLE_CORES: list[_Core] = []
+MAX_IDLE_CORES = 4
+_POOL_LOCK = threading.Lock()
+
+
+def _release(core: _Core) -> None:
+    core.clear_game()
+    with _POOL_LOCK:
+        if len(_IDLE_CORES) < MAX_IDLE_CORES:
+            _IDLE_CORES.append(core)
+            return
+    core.lib.cleanup()  # frees fast-downward's loaded tasks; the library itself stays mapped
+
+
+def _acquire(fast_text: bool) -> _Core:
+    with _POOL_LOCK:
+        for i in range(len(_IDLE_CORES) - 1, -1, -1):  # the most recently released first
+            if _IDLE_CORES[i].fast_text == fast_text:
+                return _IDLE_CORES.pop(i)
+    return _Core(fast_text)
 
 
 class AlfredEngine:
-    """One loaded ALFWorld game on an engine core, shared by an episode, its resets and its branches."""
+    """One loaded ALFWorld game on an engine core, shared by an episode, its resets and its branches.
 
-    def __init__(self) -> None:
-        try:
-            core = _IDLE_CORES.pop()
-        except IndexError:
-            core = _Core()
-        weakref.finalize(self, _IDLE_CORES.append, core)
+    Args:
+        cached: reuse the successors of (state, command) pairs seen before in the loaded game.
+        fast_text: derive text with :class:`~.textgen.FastDeriver`; False runs textworld's own
+            ``step``/``_gather_infos`` (both False: the reference for equality tests).
+        planner_timeout: seconds the planner may search from one state (None: no limit).
+    """
+
+    def __init__(self, cached: bool = True, planner_timeout: float | None = 30.0, fast_text: bool = True) -> None:
+        core = _acquire(fast_text)
+        self._finalizer = weakref.finalize(self, _release, core)
         self._core = core
         self._pddl = core.pddl
         self._env = core.env
         self._lib = core.lib
+        self.cached = cached
+        self.planner_timeout = planner_timeout
         self.lock = threading.RLock()
         #: True once a branch shares this engine: loading another game would invalidate its states.
         self.shared = False
         self._owner: weakref.ref | None = None
-        self.state: Any = None
+        self._sid = 0
+        self._feedback = ""
+        #: Set by plan() when the planner timed out from the state it was asked about.
+        self.last_plan_timed_out = False
+        #: How often the planner timed out on this engine.
+        self.planner_timeouts = 0
+
+    def close(self) -> None:
+        """Give the core back to the idle pool with its game caches cleared (idempotent)."""
+        self._finalizer()
 
     # -------------------------------------------------------------- episode
     @property
     def game_id(self) -> str | None:
-        """Id of the loaded game (a recycled core may still hold its previous game)."""
+        """Id of the loaded game."""
         return self._core.game_id
 
     @property
@@ -101,68 +372,115 @@ class AlfredEngine:
         """Load counter of the core; snapshots are only valid within one generation."""
         return self._core.generation
 
+    @property
+    def translation(self):
+        """The loaded game's :class:`~.translation.Translation` (its ``origin`` says where it came from)."""
+        return self._pddl.translation
+
     def load(self, game: Mapping[str, Any] | str, game_id: str, plan: Sequence[str] | None = None) -> None:
         """Load a game (a ``.tw-pddl`` path or its JSON dict) and record its initial state.
 
         ``plan``: the planner's plan from the initial state, if already known.
         """
         if isinstance(game, str):
+            import json
+
             with open(game, encoding="utf-8") as f:
                 game = json.load(f)
         core = self._core
+        core.clear_game()
         self._env.load(dict(game))
-        self.state = self._env.reset()
+        state = self._env.reset()
         core.game_id = game_id
         core.generation += 1
-        core.fact_names = {}
-        core.plans = {}
-        core.initial = self.save()
+        sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id()))
+        core.materialized = sid
+        core.initial = EngineSnapshot(core.generation, sid, state.feedback)
+        self._sid, self._feedback = sid, state.feedback
         if plan is not None:
-            core.plans[self.state_key()] = tuple(plan)
+            core.plans[sid] = tuple(plan)
         self._owner = None
 
-    def reset(self, owner: Any) -> Any:
-        """Back to the initial state; ``owner`` becomes the env whose state the engine holds."""
+    def reset(self, owner: Any) -> str:
+        """Back to the initial state; ``owner`` becomes the env whose state the engine holds.
+        Returns the initial feedback."""
         self._hand_over(owner, self._core.initial)
-        return self.state
+        return self._feedback
 
-    def step(self, command: str) -> Any:
-        """Apply an admissible command; returns textworld's ``GameState``."""
-        plan = self._core.plans.get(self.state_key()) if self._core.plans else None
-        self.state, _, _ = self._env.step(command)
+    def step(self, command: str) -> str:
+        """Apply an admissible command; returns the feedback."""
+        core = self._core
+        before = self._sid
+        hit = core.successors.get((before, command)) if self.cached else None
+        if hit is None:
+            self._materialize()
+            state, _, _ = self._env.step(command)
+            sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id()))
+            core.materialized = sid
+            hit = (sid, state.feedback)
+            if self.cached:
+                core.successors[(before, command)] = hit
+        self._sid, self._feedback = hit
+        plan = core.plans.get(before)
         if plan and plan[0] == command:
-            self._core.plans.setdefault(self.state_key(), plan[1:])
-        return self.state
+            core.plans.setdefault(self._sid, plan[1:])
+        return self._feedback
 
     def plan(self) -> list[str]:
-        """The planner's command sequence from the current state to the goal ([] if none)."""
-        key = self.state_key()
-        if key not in self._core.plans:
-            self._core.plans[key] = tuple(self._pddl._pddl_state.replan(self._pddl._entity_infos))
-        return list(self._core.plans[key])
+        """The planner's command sequence from the current state to the goal ([] if none).
+
+        Raises :class:`PlannerTimeout` when the search ran past ``planner_timeout`` (the timeout
+        is remembered for the state: asking again raises at once).
+        """
+        from .planner import run_replan
+
+        core = self._core
+        self.last_plan_timed_out = False
+        if self._sid not in core.plans:
+            self._materialize()
+            self._pddl.load_replan_task()
+            pstate = self._pddl._pddl_state
+            names = run_replan(self._lib, self.planner_timeout)
+            core.plans[self._sid] = None if names is None else tuple(
+                pstate.plan_to_templated_actions(names, self._pddl._entity_infos))
+            if names is None:
+                self.planner_timeouts += 1
+        plan = core.plans[self._sid]
+        if plan is None:
+            self.last_plan_timed_out = True
+            raise PlannerTimeout(f"the planner found no plan within {self.planner_timeout} s")
+        return list(plan)
+
+    @property
+    def feedback(self) -> str:
+        """The feedback of the last reset or step."""
+        return self._feedback
 
     @property
     def won(self) -> bool:
         """Whether the goal holds in the current state."""
-        return bool(self.state["won"])
+        return self._core.states[self._sid].won
 
     @property
     def admissible_commands(self) -> list[str]:
         """The commands the engine accepts now, sorted."""
-        return list(self.state["admissible_commands"])
+        return list(self._core.states[self._sid].admissible)
 
     def state_key(self) -> str:
         """sha256 (16 hex chars) of the sorted current facts."""
-        names = self._core.fact_names
-        facts = []
-        for fs in self._pddl._pddl_state._facts.values():
-            for f in fs:
-                name = names.get(f)
-                if name is None:
-                    name = names[f] = str(f)
-                facts.append(name)
-        facts.sort()
-        return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+        info = self._core.states[self._sid]
+        if info.key is None:
+            names = self._core.fact_names
+            facts = []
+            for _, fs in info.facts:
+                for f in fs:
+                    name = names.get(f)
+                    if name is None:
+                        name = names[f] = str(f)
+                    facts.append(name)
+            facts.sort()
+            info.key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+        return info.key
 
     # -------------------------------------------------------------- ownership and snapshots
     def owned_by(self, env: object) -> bool:
@@ -182,38 +500,32 @@ class AlfredEngine:
         self._owner = weakref.ref(env)
 
     def save(self) -> EngineSnapshot:
-        """Snapshot the current state (about a millisecond: a copy of the fact sets)."""
-        pstate = self._pddl._pddl_state
-        return EngineSnapshot(
-            generation=self.generation,
-            state_id=self._lib.get_state_id(),
-            facts=tuple((sig, frozenset(fs)) for sig, fs in pstate._facts.items()),
-            var_counts=tuple(pstate._var_counts.items()),
-            vars_by_name=tuple(pstate._vars_by_name.items()),
-            vars_by_type=tuple((t, frozenset(vs)) for t, vs in pstate._vars_by_type.items()),
-            game_state=self._pddl.state,
-            moves=self._pddl._moves,
-            last_action=self._pddl._last_action,
-            operators=dict(pstate._operators),
-        )
+        """Snapshot the current state (a state number and a feedback string: no copies)."""
+        return EngineSnapshot(self.generation, self._sid, self._feedback)
 
     def restore(self, snap: EngineSnapshot) -> None:
         """Put the engine back into ``snap`` (same loaded game and generation only)."""
         if snap.generation != self.generation:
             raise RuntimeError("engine snapshot is from another game load of this engine")
+        self._sid, self._feedback = snap.state, snap.feedback
+
+    def _materialize(self) -> None:
+        """Make fast-downward and textworld's Python-side state describe the current state id."""
+        core = self._core
+        if core.materialized == self._sid:
+            return
+        info = core.states[self._sid]
         pstate = self._pddl._pddl_state
-        self._lib.set_state_id(snap.state_id)
+        self._lib.set_state_id(info.sid)
         pstate._facts.clear()
-        for sig, fs in snap.facts:
+        for sig, fs in info.facts:
             pstate._facts[sig] = set(fs)
         pstate._var_counts.clear()
-        pstate._var_counts.update(dict(snap.var_counts))
-        pstate._vars_by_name = dict(snap.vars_by_name)
+        pstate._var_counts.update(info.var_counts)
+        pstate._vars_by_name = dict(info.vars_by_name)
         pstate._vars_by_type.clear()
-        for t, vs in snap.vars_by_type:
+        for t, vs in info.vars_by_type:
             pstate._vars_by_type[t] = set(vs)
-        pstate._operators = dict(snap.operators)
-        self._pddl.state = snap.game_state
-        self._pddl._moves = snap.moves
-        self._pddl._last_action = snap.last_action
-        self.state = snap.game_state
+        pstate._operators = info.operators
+        self._pddl.state = info.game_state
+        core.materialized = self._sid

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...core import StepOutcome, TextEnv
-from .engine import AlfredEngine, EngineSnapshot
+from .engine import AlfredEngine, EngineSnapshot, PlannerTimeout
 from .tasks import AlfredTask, load_tasks
 
 SYSTEM_PROMPT = (
@@ -27,6 +27,10 @@ class ALFWorldEnv(TextEnv):
         task_types: keep only these task types.
         max_steps: truncation limit (paper table 4: 50).
         show_admissible: list the admissible actions in every observation.
+        planner_timeout: seconds the engine planner may search from one state (None: no limit);
+            see :meth:`expert_plan`.
+        engine_caches: False runs the engine on every step instead of reusing the successors of
+            (state, command) pairs seen before in the loaded game (the equality tests' reference).
         action_format: ``strict`` (one ``<action>`` block, the paper's protocol) or ``lenient``
             (also a response naming exactly one admissible command, or one command on its own
             line: :func:`~ttg_envs.core.parse_lenient`).
@@ -43,14 +47,24 @@ class ALFWorldEnv(TextEnv):
         task_types: Iterable[str] | None = None,
         max_steps: int | None = None,
         show_admissible: bool = True,
+        planner_timeout: float | None = 30.0,
+        engine_caches: bool = True,
         render_mode: str | None = None,
         action_format: str = "strict",
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode, action_format=action_format)
         self.tasks: list[AlfredTask] = load_tasks(split, source=source, game_files=game_files, task_types=task_types)
         self.show_admissible = show_admissible
+        self.planner_timeout = planner_timeout
+        self.engine_caches = engine_caches
         self._engine: AlfredEngine | None = None
         self._saved: EngineSnapshot | None = None
+        #: True when the last expert_plan() call timed out (reported in the next step's info).
+        self._plan_timed_out = False
+        #: How often expert_plan() timed out on this env (its branches count their own).
+        self.planner_timeouts = 0
+        #: Whether the last expert_plan() call ran out of the planner's time limit.
+        self.last_plan_timed_out = False
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
@@ -62,13 +76,14 @@ class ALFWorldEnv(TextEnv):
         task = self.tasks[index]
         engine = self._engine
         if engine is None or (engine.shared and engine.game_id != task.id):
-            engine = self._engine = AlfredEngine()
+            engine = self._engine = AlfredEngine(cached=self.engine_caches, planner_timeout=self.planner_timeout)
         with engine.lock:
             if engine.game_id != task.id:
                 engine.load(task.game(), task.id, plan=task.plan)
-            state = engine.reset(owner=self)
+            feedback = engine.reset(owner=self)
         self._saved = None
-        return self._observation(state.feedback), {"admissible_commands": engine.admissible_commands}
+        self._plan_timed_out = False
+        return self._observation(feedback), {"admissible_commands": engine.admissible_commands}
 
     def _apply(self, command: str) -> StepOutcome:
         engine = self._engine
@@ -83,14 +98,18 @@ class ALFWorldEnv(TextEnv):
                     error=f"{command!r} is not an admissible command",
                     info={"admissible_commands": engine.admissible_commands},
                 )
-            state = engine.step(command)
+            feedback = engine.step(command)
             won = engine.won
+            info = {"admissible_commands": engine.admissible_commands}
+            if self._plan_timed_out:
+                info["planner_timeout"] = True
+                self._plan_timed_out = False
             return StepOutcome(
-                observation=self._observation(state.feedback),
+                observation=self._observation(feedback),
                 reward=1.0 if won else 0.0,
                 terminated=won,
                 success=won,
-                info={"admissible_commands": engine.admissible_commands},
+                info=info,
             )
 
     def _invalid_outcome(self, error: str) -> StepOutcome:
@@ -116,6 +135,8 @@ class ALFWorldEnv(TextEnv):
 
     def _clone(self) -> ALFWorldEnv:
         clone = super()._clone()
+        clone.planner_timeouts = 0
+        clone._plan_timed_out = clone.last_plan_timed_out = False
         # Branches share the loaded engine; loading another game into it would invalidate the
         # others' fast-downward state ids, so a later reset to another game takes a new engine.
         self._engine.shared = True
@@ -139,10 +160,31 @@ class ALFWorldEnv(TextEnv):
 
         Plans are cached per state for the loaded game (bundled games start with the planner's
         stored walkthrough), and the rest of a plan is reused while an episode follows it.
+        The search runs under ``planner_timeout``: when it runs out, this returns ``[]`` (what
+        the planner returns when it finds no plan; :class:`ExpertPolicy` then takes ``look``),
+        :attr:`last_plan_timed_out` is True, the next step's ``info`` has
+        ``planner_timeout: True`` and :attr:`planner_timeouts` counts it. The timeout is
+        remembered for the state, so asking again returns ``[]`` at once.
         """
         with self._engine.lock:
             self._engine.activate(self)
-            return self._engine.plan()
+            try:
+                plan = self._engine.plan()
+            except PlannerTimeout:
+                self._plan_timed_out = self.last_plan_timed_out = True
+                self.planner_timeouts += 1
+                return []
+            self.last_plan_timed_out = False
+            return plan
+
+    def close(self) -> None:
+        """Release the engine: back to the idle pool with its game caches cleared, unless branches
+        still share it (then it is released when the last of them is gone)."""
+        engine, self._engine = self._engine, None
+        if engine is not None and not engine.shared:
+            engine.close()
+        self._saved = None
+        super().close()
 
     def _observation(self, feedback: str) -> str:
         if not self.show_admissible:

@@ -24,7 +24,9 @@ def _alfworld(env) -> ALFWorldEnv:
 
 
 class ExpertPolicy:
-    """Takes the first command of the engine planner's plan from the current state."""
+    """Takes the first command of the engine planner's plan from the current state; ``look`` when
+    there is none (the planner found no plan or ran out of its time limit: see
+    :meth:`ALFWorldEnv.expert_plan`)."""
 
     name = "expert"
 
