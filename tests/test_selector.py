@@ -116,3 +116,11 @@ def test_guided_rollouts_with_a_scripted_actor_reproduce_by_seed(tiny_env):
 
     assert actions(0) == actions(0)
     assert any(actions(0) != actions(s) for s in (1, 2, 3))
+
+
+def test_guided_takes_plain_string_candidates_like_the_other_selectors(tiny_env):
+    env = meter_env(tiny_env, by_last_action({}))
+    texts = [act(c) for c in env.unwrapped.admissible_commands[:2]]
+    env.meter = by_last_action({texts[0]: 40, texts[1]: 20})
+    choice = GuidedSelector(FixedActor(texts), k=2).choose(env, texts)  # str, not Generation
+    assert isinstance(choice, Generation) and choice.text == texts[1]
