@@ -27,6 +27,7 @@ def _rollout(args: argparse.Namespace) -> int:
 
     from .envs import policy_factory
     from .eval.rollout import RolloutJob, markdown_table, run_jobs, spread_indices, summarize, write_report
+    from .training.meter_cli import parse_policy
 
     make_policy = policy_factory(args.env)
     jobs = []
@@ -36,10 +37,12 @@ def _rollout(args: argparse.Namespace) -> int:
         n = probe.unwrapped.num_tasks
         probe.close()
         indices = spread_indices(n, args.limit)
-        for policy in args.policies:
-            kwargs = {"eps": args.eps} if policy == "noisy_expert" else {}
-            record = str(Path(args.out) / f"trajectories-{split}-{policy}.jsonl") if args.record else None
-            jobs.append(RolloutJob(args.env, env_kwargs, policy, kwargs, indices, args.seed, record))
+        for spec in args.policies:
+            policy, kwargs, file_label = parse_policy(spec)  # name[:eps], as train-meter takes them
+            if policy == "noisy_expert" and not kwargs:
+                kwargs = {"eps": args.eps}
+            record = str(Path(args.out) / f"trajectories-{split}-{file_label}.jsonl") if args.record else None
+            jobs.append(RolloutJob(args.env, env_kwargs, policy, kwargs, indices, args.seed, record, label=spec))
     start = time.perf_counter()
     results = run_jobs(jobs, make_policy, workers=args.workers)
     elapsed = time.perf_counter() - start
@@ -106,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--env", default="ttg/ALFWorld-v0", help="registered env id (default: %(default)s)")
     ro.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
     ro.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"])
-    ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"])
-    ro.add_argument("--eps", type=float, default=0.3, help="noisy expert's random-action probability")
+    ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"],
+                    help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: %(default)s)")
+    ro.add_argument("--eps", type=float, default=0.3, help="random-action probability of a bare noisy_expert (default: %(default)s)")
     ro.add_argument("--seed", type=int, default=0)
     ro.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
     ro.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")

@@ -83,18 +83,20 @@ class RolloutJob:
     task_indices: tuple[int, ...]
     seed: int
     record_path: str | None = None
+    #: The name reports use (default: ``policy``), e.g. ``noisy_expert:0.5``.
+    label: str | None = None
 
 
 def run_job(job: RolloutJob, make_policy: Callable[..., Policy], progress: Callable[[int], None] | None = None) -> list[EpisodeResult]:
     """Run every episode of ``job`` in one env; ``make_policy(name, seed=..., **kw)`` builds the policy."""
     env = TokenCounter(gym.make(job.env_id, **job.env_kwargs))
     if job.record_path:
-        env = TrajectoryRecorder(env, job.record_path, metadata={"policy": job.policy})
+        env = TrajectoryRecorder(env, job.record_path, metadata={"policy": job.label or job.policy})
     results = []
     for index in job.task_indices:
         # One policy RNG per (job seed, task) so results do not depend on how tasks are chunked.
         policy = make_policy(job.policy, seed=job.seed * 1_000_003 + index, **job.policy_kwargs)
-        results.append(run_episode(env, policy, task_index=index, seed=job.seed, policy_name=job.policy))
+        results.append(run_episode(env, policy, task_index=index, seed=job.seed, policy_name=job.label or job.policy))
         if progress:
             progress(1)
     env.close()

@@ -1,0 +1,61 @@
+"""Meters that ship with the package load by env id, offline, and fill the wrapper's fields untrained by the user."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("torch")
+
+from ttg_envs.meters.ready import READY_METERS, SHIPPED, ready_meter_path
+
+SHIPPED_IDS = sorted(e for e, name in READY_METERS.items() if (SHIPPED / name / "meter.json").is_file())
+
+
+def test_every_env_has_a_shipped_meter_with_held_out_figures():
+    assert SHIPPED_IDS == sorted(READY_METERS)
+    for env_id in SHIPPED_IDS:
+        config = json.loads((ready_meter_path(env_id) / "meter.json").read_text())
+        assert config["kind"] == "encoder" and config["ready"]["recipe"].startswith("bash scripts/build_meters.sh")
+        for figures in config["ready"]["heldout"].values():
+            assert figures["valid_rate"] == 1.0 and figures["completion_accuracy"] > 0.6
+        size = sum(f.stat().st_size for f in ready_meter_path(env_id).rglob("*") if f.is_file())
+        assert size < 5e6
+
+
+@pytest.mark.parametrize("env_id, kwargs", [("ttg/PaperSearchQA-v0", {}), ("ttg/ALFWorld-v0", {"split": "valid_seen"})])
+def test_wrapper_fields_from_a_shipped_meter(env_id, kwargs):
+    from ttg_envs.meters import load_meter
+    from ttg_envs.wrappers import ProgressMeterWrapper, TokenCounter
+
+    if env_id not in SHIPPED_IDS:
+        pytest.skip(f"no meter shipped for {env_id}")
+    env = ProgressMeterWrapper(TokenCounter(gym.make(env_id, **kwargs)), load_meter(env_id))
+    _, info = env.reset(seed=0)
+    assert info["ttg_valid"] and info["ttg_cost"] is not None
+    _, _, _, _, info = env.step("<think>look around</think><action>look</action>")
+    assert info["ttg_valid"] and isinstance(info["ttg_delta"], float)
+    env.close()
+
+
+def test_a_fresh_offline_process_loads_the_alfworld_meter():
+    if "ttg/ALFWorld-v0" not in SHIPPED_IDS:
+        pytest.skip("no ALFWorld meter shipped")
+    code = ("import time; t = time.time(); from ttg_envs.meters import load_meter; m = load_meter('ttg/ALFWorld-v0'); "
+            "e = m.estimate([[{'role': 'system', 'content': 's'}, {'role': 'user', 'content': 'Your task is to: put a mug in sinkbasin.'}]])[0]; "
+            "print(e.valid, e.completable, round(time.time() - t, 1))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
+    valid, _, seconds = out.stdout.split()
+    assert valid == "True" and float(seconds) < 60
+
+
+def test_an_env_id_without_a_meter_says_which_exist(monkeypatch):
+    monkeypatch.setitem(READY_METERS, "ttg/Other-v0", "no-such-meter")
+    with pytest.raises(LookupError, match="no meter ships for 'ttg/Other-v0'; shipped meters: "):
+        ready_meter_path("ttg/Other-v0")
