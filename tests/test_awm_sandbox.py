@@ -490,3 +490,15 @@ def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):
             env.reset(options={"task_id": "attack_1/0"})
             assert _call(env, "bump") == {"n": 1}  # the opt-in mode still runs apps
     assert any("in-process audit hook" in str(w.message) for w in caught)
+
+
+def test_a_python_under_tmp_is_bound_over_the_private_tmp(monkeypatch, tmp_path):
+    """A CI clone's venv under /tmp must stay visible: the tmpfs on /tmp is mounted before the Python binds."""
+    from ttg_envs.envs.awm import isolation
+
+    monkeypatch.setattr(isolation, "_python_roots", lambda: ["/tmp/ci-clone/.venv", "/usr/lib/python3"])
+    argv = isolation.bwrap_command(tmp_path, ["python", "-c", "pass"])
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs + 1] == "/tmp"
+    bind = max(i for i, a in enumerate(argv) if a == "--ro-bind" and argv[i + 1] == "/tmp/ci-clone/.venv")
+    assert tmpfs < bind

@@ -80,13 +80,15 @@ def bwrap_command(folder: str | os.PathLike, argv: list[str]) -> list[str]:
     args = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--hostname", "sandbox", *_system_binds()]
     roots = _python_roots()
+    # The private /tmp comes first: a Python install or checkout under /tmp (a CI clone, say) is
+    # bound on top of it, where it would otherwise be hidden.
+    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
     # Mount points bwrap would create are root-only; the sandbox uid must be able to walk through them.
     parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - {"/tmp"})
     for parent in parents:
         args += ["--perms", "0755", "--dir", parent]
     for root in roots:
         args += ["--ro-bind", root, root]
-    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
     for parent in sorted(str(p) for p in Path(folder).parents if str(p) not in ("/", "/tmp")):
         args += ["--perms", "0755", "--dir", parent]
     args += ["--bind", folder, folder, "--chdir", folder, "--clearenv"]
