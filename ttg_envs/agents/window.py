@@ -99,7 +99,9 @@ class WindowedPrompts:
         """The windowed messages of one transcript."""
         kept = self.window.select(messages, self.count)
         budget = self.window.max_prompt_tokens
-        if budget is not None and not self._warned and self.count is not None and self.count(kept) > budget:
+        # select() keeps turns only while the prompt fits, so only a window with no turn left can be over.
+        if (budget is not None and not self._warned and self.count is not None and not split_turns(kept)[1]
+                and self.count(kept) > budget):
             self._warned = True
             warnings.warn(f"a prompt is over max_prompt_tokens={budget} with no turn left to drop; the task "
                           "statement and current observation are sent whole", stacklevel=2)

@@ -181,7 +181,15 @@ def run_episodes(
     def prompt_ids(messages: Sequence[dict[str, Any]]) -> list[int]:
         if window.is_full:
             return chat_prompt_ids(tokenizer, messages)
-        return chat_prompt_ids(tokenizer, window.select(messages, lambda m: len(chat_prompt_ids(tokenizer, m))))
+        counted: dict[int, list[int]] = {}  # message count -> ids of the last candidate select() counted
+
+        def count(candidate: Sequence[dict[str, Any]]) -> int:
+            counted.clear()
+            counted[len(candidate)] = chat_prompt_ids(tokenizer, candidate)
+            return len(counted[len(candidate)])
+
+        kept = window.select(messages, count)
+        return counted.get(len(kept)) or chat_prompt_ids(tokenizer, kept)
 
     episodes: list[Episode] = []
     for env, (group, task_index, seed) in zip(envs, tasks, strict=True):
