@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Exceptions that mean "the input was wrong": reported in one line with exit code 2 (``--debug``: traceback).
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ImportError, KeyError)
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ImportError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = (exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)).strip().splitlines()
+    text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__) + ("  (run with --debug for the traceback)" if len(text) > 1 else "")
 
 
