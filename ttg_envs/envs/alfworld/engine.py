@@ -20,8 +20,8 @@
   nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
   seconds; see :mod:`.planner`.
 - **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
-  state the episode came through still reaches the goal, by stepping it through the engine; only
-  when none does is there a search. A noisy expert's random detours then rarely cost a search, and
+  state the episode came through still reaches the goal, by stepping it through the engine (also
+  after undoing the last one or two commands); only when none does is there a search. A noisy expert's random detours then rarely cost a search, and
   the expert's behaviour does not depend on time or machine load.
 
 ``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import threading
 import weakref
 from collections import Counter, defaultdict
@@ -224,6 +225,29 @@ def cached_pddl_env(infos=None, fast_text: bool = True):
 
 #: How many earlier plans :meth:`AlfredEngine.repair` checks before the planner searches.
 REPAIR_TRIES = 3
+
+_UNDO = (
+    (re.compile(r"take (.+) from (.+)"), "move {0} to {1}"),
+    (re.compile(r"move (.+) to (.+)"), "take {0} from {1}"),
+    (re.compile(r"open (.+)"), "close {0}"),
+    (re.compile(r"close (.+)"), "open {0}"),
+    (re.compile(r"use (.+)"), "use {0}"),
+)
+
+
+def undo_command(commands: Sequence[str]) -> str | None:
+    """The ALFWorld command that undoes the last of ``commands`` (None when there is none):
+    ``take``/``move`` and ``open``/``close`` swap, ``use`` (a lamp) toggles back, and ``go to``
+    returns to the location of the ``go to`` before it."""
+    last = commands[-1]
+    if last.startswith("go to "):
+        before = next((c for c in reversed(commands[:-1]) if c.startswith("go to ")), None)
+        return before
+    for pattern, inverse in _UNDO:
+        match = pattern.fullmatch(last)
+        if match:
+            return inverse.format(*match.groups())
+    return None
 
 
 class _StateInfo:
@@ -442,9 +466,9 @@ class AlfredEngine:
     def plan(self, came_through: Sequence[int] | None = None) -> list[str]:
         """The planner's command sequence from the current state to the goal ([] if none).
 
-        ``came_through``: the states the episode passed through to get here (:attr:`state_id`
-        values, oldest first). Given, their plans are tried before searching (:meth:`repair`),
-        and one that still reaches the goal from here is used without a search.
+        ``came_through``: the episode's path here, (:attr:`state_id`, command) pairs oldest first.
+        Given, the plans met on it are tried before searching (:meth:`repair`), and one that still
+        reaches the goal from here is used without a search.
         Raises :class:`PlannerTimeout` when the search ran past ``planner_timeout`` (the timeout
         is remembered for the state: asking again raises at once).
         """
@@ -471,27 +495,37 @@ class AlfredEngine:
             raise PlannerTimeout(f"the planner found no plan within {self.planner_timeout} s")
         return list(plan)
 
-    def repair(self, came_through: Sequence[int], max_tries: int = REPAIR_TRIES) -> tuple[str, ...] | None:
+    def repair(self, came_through: Sequence[tuple[int, str | None]],
+               max_tries: int = REPAIR_TRIES) -> tuple[str, ...] | None:
         """A plan of an earlier state that still reaches the goal from the current one, or None.
 
-        Walks ``came_through`` (state ids, oldest first) back from the latest; the first
-        ``max_tries`` distinct plans found there are checked by stepping them through the engine
-        from here (every command admissible in turn, the goal reached at the end). A plan that
-        passes is stored for the current state and for the states it passes through. The result
-        does not depend on time or machine load. A detour such as ``go to``, ``open`` or
-        ``examine`` usually leaves the earlier plan valid; taking or moving an object usually
-        does not, and then the planner searches.
+        ``came_through``: (state id, command that led there; None for the first) pairs of the
+        episode so far, oldest first. Walking them back from the latest, the first ``max_tries``
+        distinct plans found are checked by stepping them through the engine from here (every
+        command admissible in turn, the goal reached at the end). When none passes, the same is
+        tried after undoing the last one or two commands (:func:`undo_command`: ``take`` <->
+        ``move``, ``open`` <-> ``close``, ``go to`` back to the location before, ``use`` again).
+        A plan that passes is stored for the current state and the states it passes through.
+        The result depends on the episode's path and the engine only, not on time or load.
         """
-        core = self._core
-        tried: set[tuple[str, ...]] = set()
-        for sid in reversed(came_through):
-            if len(tried) >= max_tries:
-                break
-            candidate = core.plans.get(sid)
-            if candidate and candidate not in tried:
-                tried.add(candidate)
-                if self._plan_reaches_goal(candidate):
-                    return candidate
+        candidates: list[tuple[str, ...]] = []
+        for sid, _ in reversed(came_through):
+            plan = self._core.plans.get(sid)
+            if plan and plan not in candidates:
+                candidates.append(plan)
+                if len(candidates) == max_tries:
+                    break
+        commands = [c for _, c in came_through if c is not None]
+        undos: list[tuple[str, ...]] = [()]
+        for k in (1, 2):
+            if len(commands) >= k:
+                undo = tuple(undo_command(commands[:len(commands) - i]) for i in range(k))
+                if all(undo) and undo not in undos:
+                    undos.append(undo)
+        for undo in undos:
+            for plan in candidates:
+                if self._plan_reaches_goal(undo + plan):
+                    return undo + plan
         return None
 
     def _plan_reaches_goal(self, plan: tuple[str, ...]) -> bool:

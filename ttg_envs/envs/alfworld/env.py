@@ -63,8 +63,8 @@ class ALFWorldEnv(TextEnv):
         self.engine_caches = engine_caches
         self._engine: AlfredEngine | None = None
         self._saved: EngineSnapshot | None = None
-        #: Engine state ids this episode passed through, the current one last (plan repair).
-        self._came_through: tuple[int, ...] = ()
+        #: (engine state id, command that led there) of this episode, the current state last (plan repair).
+        self._came_through: tuple[tuple[int, str | None], ...] = ()
         #: True when the last expert_plan() call timed out (reported in the next step's info).
         self._plan_timed_out = False
         #: How often expert_plan() timed out on this env (its branches count their own).
@@ -89,7 +89,7 @@ class ALFWorldEnv(TextEnv):
             if engine.game_id != task.id:
                 engine.load(task.game(), task.id, plan=task.plan)
             feedback = engine.reset(owner=self)
-            self._came_through = (engine.state_id,)
+            self._came_through = ((engine.state_id, None),)
         self._saved = None
         self._plan_timed_out = False
         return self._observation(feedback), {"admissible_commands": engine.admissible_commands}
@@ -108,7 +108,7 @@ class ALFWorldEnv(TextEnv):
                     info={"admissible_commands": engine.admissible_commands},
                 )
             feedback = engine.step(command)
-            self._came_through += (engine.state_id,)
+            self._came_through += ((engine.state_id, command),)
             won = engine.won
             info = {"admissible_commands": engine.admissible_commands}
             if self._plan_timed_out:
