@@ -225,3 +225,43 @@ def test_tau2_calculate_bomb_is_an_error_and_the_episode_goes_on(monkeypatch):
     obs, *_ = env.step(call % "(2 + 3) * 4")
     assert "20.0" in obs
     env.close()
+
+
+def test_a_limited_call_dies_with_its_caller(tmp_path):
+    # The caller is killed mid-call (a pool worker shut down, a user's ^C): its forked child must
+    # not go on computing as an orphan until its own deadline.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    code = (
+        "import os, sys\n"
+        "from ttg_envs.tools.limits import run_limited\n"
+        "def spin():\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    while True:\n"
+        "        pass\n"
+        "run_limited(spin, 300)\n"
+    )
+    caller = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    caller.send_signal(signal.SIGKILL)
+    caller.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":  # dead, waiting to be reaped by init
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the limited call outlived its caller")

@@ -50,8 +50,27 @@ def _mapped_bytes() -> int:
     return 0
 
 
-def _child(fn: Callable[[], Any], write_fd: int) -> None:
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this process when ``parent`` exits (Linux; elsewhere a no-op), so a
+    child whose caller was killed does not go on computing as an orphan."""
     try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the caller died before prctl took effect
+        os._exit(1)
+
+
+def _child(fn: Callable[[], Any], write_fd: int, timeout: float, parent: int) -> None:
+    try:
+        _die_with(parent)
+        # A backstop that needs no caller: the CPU time the call may use (its wall-clock limit
+        # kills it first whenever the caller is alive, as CPU time never exceeds wall time).
+        cpu = int(timeout) + 2
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         mapped = _mapped_bytes()
         if mapped:
             limit = mapped + CHILD_EXTRA_MEMORY
@@ -85,10 +104,11 @@ def run_limited(fn: Callable[[], Any], timeout: float) -> tuple[str, Any]:
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(fn, write_fd)
+        _child(fn, write_fd, timeout, parent)
     os.close(write_fd)
     chunks, deadline, late = [], time.monotonic() + timeout, False
     try:
