@@ -27,6 +27,7 @@ from ttg_envs.core import parse_react
 from ttg_envs.eval.rollout import spread_indices
 from ttg_envs.meters import load_meter
 from ttg_envs.model_spec import packaged_model
+from ttg_envs.progress import progress_bar
 from ttg_envs.wrappers import ProgressMeterWrapper, TokenCounter
 
 
@@ -96,7 +97,7 @@ def main() -> None:
         else:
             env, selector = ProgressMeterWrapper(base, load_meter(args.meter)), GuidedSelector(timed, k=int(condition.split("-")[1]))
         t0, tok0, gen0 = time.perf_counter(), timed.tokens, timed.seconds
-        episodes = [play(env, selector, i, 0, counts) for i in indices]
+        episodes = [play(env, selector, i, 0, counts) for i in progress_bar(indices, desc=condition, unit="ep")]
         report["conditions"][condition] = {
             "success_rate": sum(e["success"] for e in episodes) / len(episodes),
             "avg_steps": sum(e["steps"] for e in episodes) / len(episodes),
