@@ -19,6 +19,8 @@ from .actor_rollout import Episode, nan_where_none
 if TYPE_CHECKING:
     import torch
 
+from ..envs import DEFAULT_SETTINGS
+
 __all__ = ["ESTIMATORS", "episode_advantages"]
 
 #: Advantage estimators the trainer offers.
@@ -36,7 +38,7 @@ def episode_advantages(
     episodes: Sequence[Episode],
     estimator: str = "delta_ttg",
     *,
-    failure_cost: float = 16384.0,
+    failure_cost: float = DEFAULT_SETTINGS.failure_cost,
     rho: float = 0.2,
     cap: float = 5.0,
 ) -> torch.Tensor:

@@ -22,8 +22,6 @@ from ..cli_args import positive_int
 DEFAULT_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
 #: Evaluation policies: the planner's labels after long random walks cost minutes per state.
 EVAL_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5")
-#: Where an env's first observation states the task (the encoder meter pairs it with every turn).
-TASK_PATTERNS = {"ttg/ALFWorld-v0": r"Your task is to: ([^\n]*)"}
 
 
 def parse_policy(spec: str) -> tuple[str, dict[str, Any], str]:
@@ -225,6 +223,13 @@ def train_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _task_pattern(env_id: str) -> str | None:
+    from ..envs import ENV_SPECS
+
+    spec = ENV_SPECS.get(env_id)
+    return spec.task_pattern if spec else None
+
+
 def _train_encoder(name: str, train: list, args: argparse.Namespace, device: str):
     from ..meters.encoder import (
         EncoderConfig,
@@ -235,7 +240,7 @@ def _train_encoder(name: str, train: list, args: argparse.Namespace, device: str
     )
     from .meter_regression import RegressionConfig, train_encoder_meter
 
-    config = EncoderConfig(hidden=args.hidden, task_pattern=TASK_PATTERNS.get(args.env), window=args.window or None,
+    config = EncoderConfig(hidden=args.hidden, task_pattern=_task_pattern(args.env), window=args.window or None,
                            max_segment_tokens=args.segment_tokens, drop_reasoning=not args.keep_reasoning)
     if name == "tiny":
         from .tiny_models import tiny_encoder, train_wordpiece_tokenizer

@@ -31,7 +31,7 @@ from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logpro
 from ..agents.window import PromptWindow
 from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 from .episode_advantages import ESTIMATORS, episode_advantages
-from .paper_settings import paper_settings
+from ..envs import env_settings
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -94,7 +94,7 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id``."""
-        table = paper_settings(self.env_id)
+        table = env_settings(self.env_id)
         names = {
             "tasks_per_step": "batch_size", "group_size": "group_size", "max_turns": "max_turns",
             "max_tokens_per_turn": "max_tokens_per_turn", "lr": "lr", "kl_coef": "kl_coef",

@@ -24,7 +24,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ...core import Generation
-from ..paper_settings import paper_settings
+from ...envs import env_settings
 from .fields import episode_fields
 
 __all__ = ["TTGAgentLoop", "make_env"]
@@ -68,7 +68,7 @@ class TTGAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """One episode as one row (see the module docstring)."""
         task = dict(kwargs["extra_info"]["ttg"])
-        table = paper_settings(task["env_id"])
+        table = env_settings(task["env_id"])
         max_turns = int(task.get("max_turns") or table.max_turns)
         per_turn = int(task.get("max_tokens_per_turn") or table.max_tokens_per_turn)
         response_length = self.rollout_config.response_length
