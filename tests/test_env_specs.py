@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 import ttg_envs
-from ttg_envs.envs import DEFAULT_SETTINGS, ENV_SPECS, env_settings, env_spec, policy_factory
+from ttg_envs.registry import DEFAULT_SETTINGS, ENV_SPECS, env_settings, env_spec, policy_factory
 
 
 def test_every_record_is_registered_and_its_policies_import():

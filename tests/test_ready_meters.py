@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ttg_envs.envs import ENV_SPECS
+from ttg_envs.registry import ENV_SPECS
 from ttg_envs.meters.ready import SHIPPED, ready_meter_path
 
 READY_METERS = {s.id: s.meter for s in ENV_SPECS.values() if s.meter}

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs.meters import ScriptedMeter
-from ttg_envs.training import credit
+from ttg_envs import credit
 from ttg_envs.training.actor_loss import clipped_surrogate
 from ttg_envs.training.actor_rollout import Episode
 from ttg_envs.training.episode_advantages import episode_advantages

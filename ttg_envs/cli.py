@@ -25,7 +25,7 @@ def _rollout(args: argparse.Namespace) -> int:
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
-    from .envs import policy_factory
+    from .registry import policy_factory
     from .eval.rollout import RolloutJob, markdown_table, run_jobs, spread_indices, summarize, write_report
     from .training.meter_cli import parse_policy
 

@@ -13,10 +13,10 @@ from .base import (
     Estimate,
     History,
     ProgressMeter,
-    ScriptedMeter,
     history_key,
 )
 from .loading import load_meter
+from .scripted import ScriptedMeter
 from .prompt import METER_SYSTEM_PROMPT, PromptConfig, meter_messages, render_history
 
 _LAZY = {

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..model_spec import ModelNotFoundError, looks_local
 from .base import ProgressMeter
-from ..envs import ENV_SPECS
+from ..registry import ENV_SPECS
 from .ready import ready_meter_path
 from .hf import METER_CONFIG
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..envs import ENV_SPECS
+from ..registry import ENV_SPECS
 
 SHIPPED = Path(__file__).parent / "shipped"
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import credit
+from .. import credit
 from .actor_rollout import Episode, nan_where_none
 
 if TYPE_CHECKING:
     import torch
 
-from ..envs import DEFAULT_SETTINGS
+from ..registry import DEFAULT_SETTINGS
 
 __all__ = ["ESTIMATORS", "episode_advantages"]
 

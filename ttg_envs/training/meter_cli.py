@@ -92,7 +92,7 @@ def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> t
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
-    from ..envs import policy_factory
+    from ..registry import policy_factory
     from ..eval.rollout import run_episode
     from ..wrappers import TokenCounter, TrajectoryRecorder
 
@@ -224,7 +224,7 @@ def train_main(argv: Sequence[str]) -> int:
 
 
 def _task_pattern(env_id: str) -> str | None:
-    from ..envs import ENV_SPECS
+    from ..registry import ENV_SPECS
 
     spec = ENV_SPECS.get(env_id)
     return spec.task_pattern if spec else None

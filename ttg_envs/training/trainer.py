@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from .._optional import require
-from . import credit
+from .. import credit
 from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from ..agents.window import PromptWindow
 from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 from .episode_advantages import ESTIMATORS, episode_advantages
-from ..envs import env_settings
+from ..registry import env_settings
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 

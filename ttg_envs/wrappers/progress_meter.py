@@ -18,8 +18,8 @@ import numpy as np
 
 from ..core import Generation
 from ..meters.base import Estimate, ProgressMeter
-from ..training.credit import step_costs
-from ..envs import env_settings
+from ..credit import step_costs
+from ..registry import env_settings
 from .branching import BranchableWrapper, Trial, branch
 
 def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:

@@ -24,7 +24,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ...core import Generation
-from ...envs import env_settings
+from ...registry import env_settings
 from .fields import episode_fields
 
 __all__ = ["TTGAgentLoop", "make_env"]

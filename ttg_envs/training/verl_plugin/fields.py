@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import credit
+from ... import credit
 
 if TYPE_CHECKING:
     import torch
