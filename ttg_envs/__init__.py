@@ -7,8 +7,8 @@ from gymnasium.envs.registration import register
 from gymnasium.envs.registration import registry as _gym_registry
 
 from .core import BranchDivergenceError, Generation, TextEnv, TextSpace
-from .registry import ENV_SPECS
 from .info_fields import INFO_FIELDS
+from .registry import ENV_SPECS
 
 __version__ = "0.1.0"
 

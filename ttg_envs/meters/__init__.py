@@ -16,8 +16,8 @@ from .base import (
     history_key,
 )
 from .loading import load_meter
-from .scripted import ScriptedMeter
 from .prompt import METER_SYSTEM_PROMPT, PromptConfig, meter_messages, render_history
+from .scripted import ScriptedMeter
 
 _LAZY = {
     "TransformersMeter": ".hf",

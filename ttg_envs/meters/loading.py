@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..model_spec import ModelNotFoundError, looks_local
-from .base import ProgressMeter
 from ..registry import ENV_SPECS
-from .ready import ready_meter_path
+from .base import ProgressMeter
 from .hf import METER_CONFIG
+from .ready import ready_meter_path
 
 _SCHEMES = ("hf", "transformers", "vllm", "openai", "encoder")
 

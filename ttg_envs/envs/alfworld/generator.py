@@ -46,9 +46,7 @@ kitchens, so an env should not ask for it on every step.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import io
 import json
 import multiprocessing
 import os
@@ -63,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._io import gzip_lines, read_jsonl, write_manifest
 from ..._optional import require
 
 # Without the `alfworld` extra, importing this module (and so any bundled task list) raises the
@@ -593,20 +592,14 @@ def generate_split(split: str, seed: int = 0, workers: int = 1, progress: bool =
 
 def write_jsonl_gz(path: Path, lines: Iterable[str]) -> str:
     """Write lines as a byte-reproducible gzip (mtime 0, no file name); return its sha256."""
-    raw = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
-        for line in lines:
-            gz.write(line.encode("utf-8") + b"\n")
-    data = raw.getvalue()
+    data = gzip_lines(lines)
     path.write_bytes(data)
     return hashlib.sha256(data).hexdigest()
 
 
 def read_split(split: str, data_dir: Path = DATA_DIR) -> Iterator[dict[str, Any]]:
     """Yield the tasks of a bundled split file in order."""
-    with gzip.open(data_dir / f"{split}.jsonl.gz", "rt", encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)
+    yield from read_jsonl(data_dir / f"{split}.jsonl.gz")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -644,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "counts": counts, "floorplans": floorplans}
         print(f"{split}: {len(lines)} tasks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     manifest["splits"] = {s: manifest["splits"][s] for s in SPLITS if s in manifest["splits"]}
-    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_manifest(manifest_path, manifest)
     return 0
 
 
