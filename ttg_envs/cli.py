@@ -21,30 +21,11 @@ from .cli_args import positive_int
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    import gymnasium as gym
+    from .eval.rollout import markdown_table, rollout, summarize, write_report
 
-    import ttg_envs  # noqa: F401  (registers the ids)
-
-    from .registry import policy_factory
-    from .eval.rollout import RolloutJob, markdown_table, run_jobs, spread_indices, summarize, write_report
-    from .training.meter_cli import parse_policy
-
-    make_policy = policy_factory(args.env)
-    jobs = []
-    for split in args.splits:
-        env_kwargs = {"split": split, **json.loads(args.env_kwargs)}
-        probe = gym.make(args.env, **env_kwargs)
-        n = probe.unwrapped.num_tasks
-        probe.close()
-        indices = spread_indices(n, args.limit)
-        for spec in args.policies:
-            policy, kwargs, file_label = parse_policy(spec)  # name[:eps], as train-meter takes them
-            if policy == "noisy_expert" and not kwargs:
-                kwargs = {"eps": args.eps}
-            record = str(Path(args.out) / f"trajectories-{split}-{file_label}.jsonl") if args.record else None
-            jobs.append(RolloutJob(args.env, env_kwargs, policy, kwargs, indices, args.seed, record, label=spec))
     start = time.perf_counter()
-    results = run_jobs(jobs, make_policy, workers=args.workers)
+    results = rollout(args.env, args.splits, args.policies, workers=args.workers, seed=args.seed, limit=args.limit,
+                      env_kwargs=json.loads(args.env_kwargs), eps=args.eps, record_dir=args.out if args.record else None)
     elapsed = time.perf_counter() - start
     rows = summarize(results)
     table = markdown_table(rows, per_type=args.per_type)

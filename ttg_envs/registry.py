@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_SETTINGS", "ENV_SPECS", "EnvSettings", "EnvSpec", "env_settings", "env_spec", "policy_factory"]
+__all__ = ["DEFAULT_SETTINGS", "ENV_SPECS", "EnvSettings", "EnvSpec", "PolicySpec", "env_settings", "env_spec", "make_policy",
+           "parse_policy", "policy_factory"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +126,34 @@ def policy_factory(env_id: str):
     if env_id not in ENV_SPECS:
         raise ValueError(f"unknown env id {env_id!r}; scripted policies exist for: {', '.join(sorted(ENV_SPECS))}")
     return ENV_SPECS[env_id].policy_factory()
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A scripted policy named as ``name[:eps]`` (``noisy_expert:0.5``): its name, factory kwargs
+    and the label trajectory files use (``noisy_expert-0.5``)."""
+
+    name: str
+    kwargs: dict[str, Any]
+    file_label: str
+
+
+def parse_policy(spec: str) -> PolicySpec:
+    """``name[:eps]`` -> :class:`PolicySpec`; the one parser of the scripted-policy grammar
+    (``ttg rollout``, ``train-meter`` and ``scripted:`` actors all take it)."""
+    name, sep, eps = spec.partition(":")
+    if not name:
+        raise ValueError(f"a scripted policy is name[:eps], got {spec!r}")
+    if not sep:
+        return PolicySpec(name, {}, name)
+    try:
+        value = float(eps)
+    except ValueError:
+        raise ValueError(f"a scripted policy is name[:eps] with a number eps, got {spec!r}") from None
+    return PolicySpec(name, {"eps": value}, f"{name}-{value:g}")
+
+
+def make_policy(env_id: str, spec: str, *, seed: int | None = None, **kwargs: Any) -> Callable[..., Any]:
+    """The scripted policy ``spec`` (``name[:eps]``) of ``env_id``, seeded with ``seed``."""
+    policy = parse_policy(spec)
+    return policy_factory(env_id)(policy.name, seed=seed, **{**policy.kwargs, **kwargs})

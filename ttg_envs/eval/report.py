@@ -8,7 +8,8 @@ from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any, Sequence
 
-from .rollout import EpisodeResult, write_report
+from ..runner import EpisodeResult
+from .rollout import write_report
 
 _ORDER = {"natural": 0, "random": 1, "guided": 2}
 

@@ -24,98 +24,36 @@ DEFAULT_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_ex
 EVAL_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5")
 
 
-def parse_policy(spec: str) -> tuple[str, dict[str, Any], str]:
-    """``name[:eps]`` -> (policy name, policy kwargs, file label), e.g. ``noisy_expert:0.3``."""
-    name, sep, eps = spec.partition(":")
-    if not sep:
-        return name, {}, name
-    return name, {"eps": float(eps)}, f"{name}-{float(eps):g}"
-
-
 def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, policies: Sequence[str], out: Path, *,
                          limit: int | None = None, tasks: Sequence[int] | None = None, seed: int = 0, workers: int = 1,
                          plan_lengths: bool = False) -> list[Path]:
     """Record one episode per task and policy on ``split``; returns the trajectory files (one per policy).
 
     The tasks are ``tasks`` (indices) when given, else ``limit`` tasks spread over the split.
-    Work goes task by task, every policy playing the task in the same env, so each game loads
-    once (loading dominates the cost of short episodes); tasks are spread over ``workers``
-    processes. A policy's RNG seed is ``seed * 1_000_003 + task index``, as in ``ttg rollout``.
+    Episodes go through the episode runner (:func:`ttg_envs.runner.run_tasks`): every policy plays
+    a task in the same env, so each game loads once, and tasks spread over ``workers`` processes.
     ``plan_lengths`` records the planner's plan length at every state (ALFWorld; step-quality
     labels for evaluation; it costs a planner call per step, slow after random actions).
     """
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
+    from ..registry import parse_policy
+    from ..runner import EpisodeTask, has_planner, num_tasks, run_tasks, spread_indices
 
-    import gymnasium as gym
-
-    import ttg_envs  # noqa: F401  (registers the ids)
-
-    from ..eval.rollout import spread_indices
-    from ..progress import progress_bar
-    from ..wrappers.recorder import sort_by_task
-
-    probe = gym.make(env_id, **{"split": split, **env_kwargs})
-    n = probe.unwrapped.num_tasks
-    probe.close()
+    env_kwargs = {"split": split, **env_kwargs}
+    n = num_tasks(env_id, env_kwargs)
     indices = list(spread_indices(n, limit)) if tasks is None else [int(i) for i in tasks]
     if any(not 0 <= i < n for i in indices):
         raise ValueError(f"task indices must lie in 0..{n - 1} for split {split!r}; got {indices}")
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{split}-{parse_policy(spec)[2]}.jsonl" for spec in policies]
+    labels = [parse_policy(spec).file_label for spec in policies]
+    paths = [out / f"{split}-{label}.jsonl" for label in labels]
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
-    job = (env_id, {"split": split, **env_kwargs}, tuple(policies), tuple(str(p) for p in paths), seed, plan_lengths)
-    timeouts = 0
-    with progress_bar(total=len(indices) * len(policies), desc=f"record {split}", unit="ep") as bar:
-        if workers <= 1:
-            timeouts = _record_tasks(job, indices, bar.update)[1]
-        else:
-            # One task per job: a task whose planner calls take minutes does not hold up a chunk.
-            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-                for future in as_completed([pool.submit(_record_tasks, job, [i]) for i in indices]):
-                    episodes, task_timeouts = future.result()
-                    bar.update(episodes)
-                    timeouts += task_timeouts
-    if hasattr(probe.unwrapped, "planner_timeouts"):
-        print(f"record {split}: planner time limit hit {timeouts} times")
-    for path in paths:
-        if path.exists():
-            sort_by_task(path)
+    episodes = [EpisodeTask(env_id, env_kwargs, index, seed, spec, label=label, record=str(path), plan_lengths=plan_lengths)
+                for index in indices for spec, label, path in zip(policies, labels, paths)]
+    results = run_tasks(episodes, workers=workers, desc=f"record {split}")
+    if has_planner(env_id, env_kwargs):
+        print(f"record {split}: planner time limit hit {sum(r.planner_timeouts for r in results)} times")
     return paths
-
-
-def _record_tasks(job: tuple, indices: Sequence[int], progress: Any = None) -> tuple[int, int]:
-    """Play ``indices`` with every policy of ``job``; returns the number of episodes and how often
-    the planner ran out of its time limit (ALFWorld; policy and plan-length calls)."""
-    import gymnasium as gym
-
-    import ttg_envs  # noqa: F401  (registers the ids)
-
-    from ..registry import policy_factory
-    from ..eval.rollout import run_episode
-    from ..wrappers import TokenCounter, TrajectoryRecorder
-
-    env_id, env_kwargs, specs, paths, seed, plan_lengths = job
-    make_policy = policy_factory(env_id)
-    env = TokenCounter(gym.make(env_id, **env_kwargs))
-    if plan_lengths and hasattr(env.unwrapped, "expert_plan"):
-        from .meter_eval import PlanLength
-
-        env = PlanLength(env)  # exact step-quality labels, recorded with the trajectory
-    recorders = [TrajectoryRecorder(env, path, metadata={"policy": parse_policy(spec)[2]}) for spec, path in zip(specs, paths)]
-    episodes = 0
-    for index in indices:
-        for spec, recorder in zip(specs, recorders):
-            name, kwargs, label = parse_policy(spec)
-            policy = make_policy(name, seed=seed * 1_000_003 + index, **kwargs)
-            run_episode(recorder, policy, task_index=index, seed=seed, policy_name=label)
-            episodes += 1
-            if progress:
-                progress(1)
-    timeouts = getattr(env.unwrapped, "planner_timeouts", 0)
-    env.close()
-    return episodes, timeouts
 
 
 def _setup(args: argparse.Namespace) -> str:
@@ -174,7 +112,30 @@ def train_parser() -> argparse.ArgumentParser:
 
 def train_main(argv: Sequence[str]) -> int:
     """Entry point of ``ttg train-meter``."""
-    args = train_parser().parse_args(list(argv))
+    _train(train_parser().parse_args(list(argv)))
+    return 0
+
+
+def train_meter(out: str | Path, *, env: str = "ttg/ALFWorld-v0", env_kwargs: dict[str, Any] | None = None,
+                split: str = "train", tasks: Sequence[int] | None = None, policies: Sequence[str] = DEFAULT_POLICIES,
+                **options: Any) -> Path:
+    """``ttg train-meter`` as a function: record ``policies`` on ``split`` (``tasks``, else ``limit`` spread
+    over it), train a meter and save it with its report under ``out``; returns the meter folder ``out/meter``.
+
+    ``options`` are the other ``ttg train-meter`` settings by their dest names (``backbone="encoder:tiny"``,
+    ``epochs=10``, ``seed=0``, ``workers=2``...); unset ones take the command's defaults.
+    """
+    args = train_parser().parse_args([])
+    unknown = set(options) - set(vars(args))
+    if unknown:
+        raise TypeError(f"train_meter got unknown options: {', '.join(sorted(unknown))}")
+    vars(args).update(options, out=str(out), env=env, env_kwargs=json.dumps(env_kwargs or {}), split=split,
+                      tasks=None if tasks is None else [int(i) for i in tasks], policies=list(policies))
+    _train(args)
+    return Path(out) / "meter"
+
+
+def _train(args: argparse.Namespace) -> None:
     device = _setup(args)
     from .ttg_datasets import load_trajectories, split_trajectories
 
@@ -220,7 +181,6 @@ def train_main(argv: Sequence[str]) -> int:
     if held_out:
         print(f"held-out prefixes: completion accuracy {held_out['completion_accuracy']:.3f}, "
               f"token accuracy {held_out['token_accuracy'] or 0:.3f}")
-    return 0
 
 
 def _task_pattern(env_id: str) -> str | None:

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from .._optional import require
 from .. import credit
-from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
+from .._optional import require
 from ..agents.window import PromptWindow
+from ..registry import env_settings
+from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 from .episode_advantages import ESTIMATORS, episode_advantages
-from ..registry import env_settings
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -384,20 +384,12 @@ class Trainer:
         return self._pool
 
     def _env_pool(self, n: int) -> list[Any]:
-        import gymnasium as gym
-
-        import ttg_envs  # noqa: F401  (registers the ids)
-
-        from ..wrappers import TokenCounter
-        from ..wrappers.progress_meter import ProgressMeterWrapper
+        from ..wrappers import make_env
 
         cfg = self.config
         while len(self._envs) < n:
-            env = gym.make(cfg.env_id, max_steps=cfg.max_turns, **cfg.env_kwargs)
-            env = TokenCounter(env, tokenizer=self.tokenizer)
-            if self.meter is not None:
-                env = ProgressMeterWrapper(env, self.meter, failure_cost=cfg.failure_cost)
-            self._envs.append(env)
+            self._envs.append(make_env(cfg.env_id, tokenizer=self.tokenizer, meter=self.meter, failure_cost=cfg.failure_cost,
+                                       max_steps=cfg.max_turns, **cfg.env_kwargs))
         return self._envs[:n]
 
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):

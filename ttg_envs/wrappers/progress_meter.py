@@ -17,10 +17,11 @@ import gymnasium as gym
 import numpy as np
 
 from ..core import Generation
-from ..meters.base import Estimate, ProgressMeter
 from ..credit import step_costs
+from ..meters.base import Estimate, ProgressMeter
 from ..registry import env_settings
 from .branching import BranchableWrapper, Trial, branch
+
 
 def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:
     """c of eq. 7 for each estimate, through ``credit.step_costs`` (invalid answers cost C)."""
