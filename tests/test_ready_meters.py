@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ttg_envs.registry import ENV_SPECS
 from ttg_envs.meters.ready import SHIPPED, ready_meter_path
+from ttg_envs.registry import ENV_SPECS
 
 READY_METERS = {s.id: s.meter for s in ENV_SPECS.values() if s.meter}
 SHIPPED_IDS = sorted(e for e, name in READY_METERS.items() if (SHIPPED / name / "meter.json").is_file())

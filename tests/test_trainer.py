@@ -11,12 +11,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from ttg_envs import credit
 from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs.meters import ScriptedMeter
-from ttg_envs import credit
 from ttg_envs.training.actor_loss import clipped_surrogate
 from ttg_envs.training.actor_rollout import Episode
-from ttg_envs.training.episode_advantages import episode_advantages
+from ttg_envs.training.advantages import episode_advantages
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 from ttg_envs.training.trainer import Row, TrainConfig, Trainer, latest_checkpoint
 

@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs import credit
+from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs.training.verl_plugin.fields import (
     FIELDS,
     batch_advantages,

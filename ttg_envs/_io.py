@@ -1,4 +1,4 @@
-"""Small file helpers every layer shares: JSONL reading, reproducible gzip, manifests, the cache folder."""
+"""Small file helpers every layer shares: JSONL reading, reproducible gzip, manifests, the cache folder, Markdown tables."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import gzip
 import io
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_root", "gzip_lines", "read_jsonl", "write_manifest"]
+__all__ = ["cache_root", "gzip_lines", "markdown_table", "read_jsonl", "write_manifest"]
 
 
 def cache_root() -> Path:
@@ -47,3 +47,12 @@ def gzip_lines(lines: Iterable[str]) -> bytes:
 def write_manifest(path: str | os.PathLike, manifest: dict[str, Any]) -> None:
     """Write a bundle's ``MANIFEST.json``: sorted keys, two-space indent, final newline (stable diffs)."""
     Path(path).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, right: int = 0) -> str:
+    """A Markdown table: ``columns`` as the header, one line per row; the last ``right`` columns
+    are right-aligned (numbers)."""
+    left = len(columns) - right
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(["---"] * left + ["---:"] * right) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -21,14 +21,14 @@ from .cli_args import positive_int
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    from .eval.rollout import markdown_table, rollout, summarize, write_report
+    from .eval.rollout import rollout, rollout_table, summarize, write_report
 
     start = time.perf_counter()
     results = rollout(args.env, args.splits, args.policies, workers=args.workers, seed=args.seed, limit=args.limit,
                       env_kwargs=json.loads(args.env_kwargs), eps=args.eps, record_dir=args.out if args.record else None)
     elapsed = time.perf_counter() - start
     rows = summarize(results)
-    table = markdown_table(rows, per_type=args.per_type)
+    table = rollout_table(rows, per_type=args.per_type)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config = {k: v for k, v in vars(args).items() if k != "func"}

@@ -10,10 +10,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .._io import markdown_table
 from ..registry import parse_policy, policy_factory
 from ..runner import EpisodeResult, EpisodeTask, num_tasks, run_tasks, spread_indices
 
-__all__ = ["markdown_table", "rollout", "rollout_tasks", "summarize", "write_report"]
+__all__ = ["rollout", "rollout_table", "rollout_tasks", "summarize", "write_report"]
 
 
 def rollout_tasks(env_id: str, splits: Sequence[str], policies: Sequence[str], *, seed: int = 0,
@@ -60,18 +61,15 @@ def summarize(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: (row["split"], row["policy"], row["task_type"] != "all", row["task_type"]))
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) -> str:
+def rollout_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) -> str:
     """A Markdown table of ``summarize`` rows (overall rows only unless ``per_type``)."""
-    header = "| split | policy | task type | episodes | success rate | avg steps | avg tokens |"
-    lines = [header, "|---|---|---|---:|---:|---:|---:|"]
-    for row in rows:
-        if row["task_type"] != "all" and not per_type:
-            continue
-        lines.append(
-            f"| {row['split']} | {row['policy']} | {row['task_type']} | {row['episodes']} | "
-            f"{100 * row['success_rate']:.1f}% | {row['avg_steps']:.2f} | {row['avg_assistant_tokens']:.0f} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(
+        ("split", "policy", "task type", "episodes", "success rate", "avg steps", "avg tokens"),
+        ((row["split"], row["policy"], row["task_type"], row["episodes"], f"{100 * row['success_rate']:.1f}%",
+          f"{row['avg_steps']:.2f}", f"{row['avg_assistant_tokens']:.0f}")
+         for row in rows if row["task_type"] == "all" or per_type),
+        right=4,
+    )
 
 
 def write_report(path: str | os.PathLike, results: Sequence[EpisodeResult], rows: Sequence[dict[str, Any]],

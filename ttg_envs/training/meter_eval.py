@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._io import markdown_table
 from ..meters.base import Estimate, ProgressMeter
 from ..wrappers.plan_length import plan_length
 from ..wrappers.progress_meter import estimate_costs
@@ -168,17 +169,12 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
-    lines = [
-        ("| set | prefixes | valid | completion acc | token acc u | step-quality acc | without ties | good / bad acc "
-         "| steps good/bad/neutral (ties) |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in reports.items():
-        s = r.steps
-        lines.append(
-            f"| {name} | {r.prefixes} | {pct(r.valid_rate)} | {pct(r.completion_accuracy)} | {pct(r.token_accuracy)} | "
-            f"{pct(r.step_quality_accuracy)} | {pct(r.decided_step_accuracy)} | {pct(r.good_step_accuracy)} / "
-            f"{pct(r.bad_step_accuracy)} | "
-            f"{s.get('good', 0)}/{s.get('bad', 0)}/{s.get('neutral', 0)} ({s.get('ties', 0)}) |"
-        )
-    return "\n".join(lines)
+    return markdown_table(
+        ("set", "prefixes", "valid", "completion acc", "token acc u", "step-quality acc", "without ties", "good / bad acc",
+         "steps good/bad/neutral (ties)"),
+        ((name, r.prefixes, pct(r.valid_rate), pct(r.completion_accuracy), pct(r.token_accuracy),
+          pct(r.step_quality_accuracy), pct(r.decided_step_accuracy),
+          f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
+          f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})")
+         for name, r in reports.items()),
+        right=8)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._optional import require
-from .episode_advantages import ESTIMATORS
+from .advantages import ESTIMATORS
 
 __all__ = ["build_parser", "main", "turns_meter"]
 

@@ -2,7 +2,7 @@
 
 Each step draws ``tasks_per_step`` tasks, plays G rollouts of each through ``gym.make`` +
 ``TokenCounter`` + ``ProgressMeterWrapper``, turns the episodes' info fields into step-level
-advantages (:mod:`.episode_advantages`, which calls :mod:`.credit`), and updates the policy with
+advantages (:mod:`.advantages`, which calls :mod:`.credit`), and updates the policy with
 the token-mean clipped loss of :mod:`.actor_loss`. The ``dapo`` estimator adds DAPO's dynamic
 sampling (appendix B): more rollout batches until enough groups with varied rewards are found.
 One training row is one turn: the prompt h_t and the action's tokens, which all carry that step's
@@ -31,7 +31,7 @@ from ..agents.window import PromptWindow
 from ..registry import env_settings
 from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
-from .episode_advantages import ESTIMATORS, episode_advantages
+from .advantages import ESTIMATORS, episode_advantages
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
