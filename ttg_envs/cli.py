@@ -177,11 +177,11 @@ def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "generate-alfworld":
         return _generate_alfworld(argv[1:])
     if argv and argv[0] == "train":
-        from .training import train_cli
+        from .training.actor import cli as train_cli
 
         return train_cli.main(argv[1:])
     if argv and argv[0] in ("train-meter", "eval-meter"):
-        from .training import meter_cli
+        from .training.meter import cli as meter_cli
 
         return (meter_cli.train_main if argv[0] == "train-meter" else meter_cli.eval_main)(argv[1:])
     args = build_parser().parse_args(argv)

@@ -27,7 +27,7 @@ FIELDS = (
 )
 
 #: verl estimator names this plugin registers: ``delta_ttg`` and the ``ttg_`` aliases of the
-#: trainer's baselines (:data:`~ttg_envs.training.advantages.ALIASES`; DAPO is verl's own sampling).
+#: trainer's baselines (:data:`~ttg_envs.training.actor.advantages.ALIASES`; DAPO is verl's own sampling).
 ESTIMATOR_NAMES = ("delta_ttg", *(name for name, canonical in ALIASES.items() if canonical != "dapo"))
 
 
@@ -65,7 +65,7 @@ def batch_advantages(
     """Token-level advantages ``[B, L]`` (0 outside ``response_mask``) for one of :data:`ESTIMATOR_NAMES`.
 
     ``index`` is verl's ``uid`` (the prompt group of each row); R_i is the row's summed
-    ``token_level_rewards``. The advantages are :func:`~ttg_envs.training.advantages.step_advantages`'s.
+    ``token_level_rewards``. The advantages are :func:`~ttg_envs.training.actor.advantages.step_advantages`'s.
     """
     import torch
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..cli_args import positive_int
+from ...cli_args import positive_int
 
 DEFAULT_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
 #: Evaluation policies: the planner's labels after long random walks cost minutes per state.
@@ -35,8 +35,8 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     ``plan_lengths`` records the planner's plan length at every state (ALFWorld; step-quality
     labels for evaluation; it costs a planner call per step, slow after random actions).
     """
-    from ..registry import parse_policy
-    from ..runner import EpisodeTask, has_planner, num_tasks, run_tasks, spread_indices
+    from ...registry import parse_policy
+    from ...runner import EpisodeTask, has_planner, num_tasks, run_tasks, spread_indices
 
     env_kwargs = {"split": split, **env_kwargs}
     n = num_tasks(env_id, env_kwargs)
@@ -137,7 +137,7 @@ def train_meter(out: str | Path, *, env: str = "ttg/ALFWorld-v0", env_kwargs: di
 
 def _train(args: argparse.Namespace) -> None:
     device = _setup(args)
-    from .ttg_datasets import load_trajectories, split_trajectories
+    from .datasets import load_trajectories, split_trajectories
 
     out = Path(args.out)
     timings: dict[str, float] = {}
@@ -160,8 +160,8 @@ def _train(args: argparse.Namespace) -> None:
     else:
         raise SystemExit(f"--backbone must start with encoder: or causal:, got {args.backbone!r}")
     timings["train_s"] = time.perf_counter() - start
-    from ..wrappers.progress_meter import failure_cost_for
-    from .meter_eval import evaluate_meter
+    from ...wrappers.progress_meter import failure_cost_for
+    from .evaluation import evaluate_meter
 
     failure_cost = failure_cost_for(args.env)
     held_out = evaluate_meter(meter, val, failure_cost=failure_cost).to_dict() if val else None
@@ -184,26 +184,26 @@ def _train(args: argparse.Namespace) -> None:
 
 
 def _task_pattern(env_id: str) -> str | None:
-    from ..registry import ENV_SPECS
+    from ...registry import ENV_SPECS
 
     spec = ENV_SPECS.get(env_id)
     return spec.task_pattern if spec else None
 
 
 def _train_encoder(name: str, train: list, args: argparse.Namespace, device: str):
-    from ..meters.encoder import (
+    from ...meters.encoder import (
         EncoderConfig,
         EncoderMeter,
         build_model,
         history_segments,
         minilm_path,
     )
-    from .meter_regression import RegressionConfig, train_encoder_meter
+    from .regression import RegressionConfig, train_encoder_meter
 
     config = EncoderConfig(hidden=args.hidden, task_pattern=_task_pattern(args.env), window=args.window or None,
                            max_segment_tokens=args.segment_tokens, drop_reasoning=not args.keep_reasoning)
     if name == "tiny":
-        from .tiny_models import tiny_encoder, train_wordpiece_tokenizer
+        from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
         texts = [s for t in train for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)]
         tokenizer = train_wordpiece_tokenizer(texts)
@@ -226,11 +226,11 @@ def _train_encoder(name: str, train: list, args: argparse.Namespace, device: str
 def _train_causal(name: str, train: list, args: argparse.Namespace, device: str):
     import torch
 
-    from ..meters.hf import TransformersMeter
-    from ..meters.prompt import PromptConfig
-    from .meter_grpo import GRPOConfig, grpo
-    from .meter_sft import SFTConfig, sft
-    from .ttg_datasets import build_examples
+    from ...meters.hf import TransformersMeter
+    from ...meters.prompt import PromptConfig
+    from .datasets import build_examples
+    from .grpo import GRPOConfig, grpo
+    from .sft import SFTConfig, sft
 
     tiny = name == "tiny"
     examples = build_examples(train, include_terminal=True)
@@ -238,8 +238,8 @@ def _train_causal(name: str, train: list, args: argparse.Namespace, device: str)
         examples = random.Random(args.seed).sample(examples, args.max_examples)
     prompt = PromptConfig(max_tokens=args.max_prompt_tokens or (384 if tiny else 6144), max_message_tokens=64 if tiny else None)
     if tiny:
-        from ..meters.prompt import render_history
-        from .tiny_models import tiny_causal_lm, train_bpe_tokenizer
+        from ...meters.prompt import render_history
+        from ..tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
         def rough(text: str) -> int:
             return len(text) // 3
@@ -287,10 +287,10 @@ def eval_main(argv: Sequence[str]) -> int:
     """Entry point of ``ttg eval-meter``."""
     args = eval_parser().parse_args(list(argv))
     device = _setup(args)
-    from ..meters.loading import load_meter
-    from ..wrappers.progress_meter import failure_cost_for
-    from .meter_eval import evaluate_meter, label_alfworld, markdown_report
-    from .ttg_datasets import load_trajectories
+    from ...meters.loading import load_meter
+    from ...wrappers.progress_meter import failure_cost_for
+    from .datasets import load_trajectories
+    from .evaluation import evaluate_meter, label_alfworld, markdown_report
 
     out = Path(args.out)
     env_kwargs = json.loads(args.env_kwargs)

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import credit
-from .._optional import require
-from ..agents.window import PromptWindow
-from ..registry import env_settings
-from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
-from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
+from ... import credit
+from ..._optional import require
+from ...agents.window import PromptWindow
+from ...registry import env_settings
 from .advantages import ESTIMATORS, episode_advantages
+from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
+from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -163,7 +163,7 @@ class Trainer:
         history = []
         bar = None
         if progress:
-            from ..progress import progress_bar
+            from ...progress import progress_bar
 
             bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
         while self.step_index < total:
@@ -384,7 +384,7 @@ class Trainer:
         return self._pool
 
     def _env_pool(self, n: int) -> list[Any]:
-        from ..wrappers import make_env
+        from ...wrappers import make_env
 
         cfg = self.config
         while len(self._envs) < n:

@@ -24,9 +24,9 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from ...core import Generation
-from ...registry import env_settings
-from ...wrappers import make_env
+from ....core import Generation
+from ....registry import env_settings
+from ....wrappers import make_env
 from .fields import episode_fields
 
 __all__ = ["TTGAgentLoop"]

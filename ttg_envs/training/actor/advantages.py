@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import credit
-from ..registry import DEFAULT_SETTINGS
+from ... import credit
+from ...registry import DEFAULT_SETTINGS
 
 if TYPE_CHECKING:
     import torch
 
-    from .actor_rollout import Episode
+    from .rollout import Episode
 
 __all__ = ["ALIASES", "ESTIMATORS", "canonical_estimator", "episode_advantages", "pad_rows", "step_advantages"]
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._optional import require
+from ..._optional import require
 from .advantages import ESTIMATORS
 
 __all__ = ["build_parser", "main", "turns_meter"]
@@ -23,7 +23,7 @@ __all__ = ["build_parser", "main", "turns_meter"]
 
 def turns_meter(tokens_per_turn: int, max_turns: int) -> Any:
     """A rule-based meter for smoke runs: ``(max_turns - turns so far) * tokens_per_turn / 2`` tokens left."""
-    from ..meters import ScriptedMeter
+    from ...meters import ScriptedMeter
 
     def estimate(history):
         turns = sum(1 for m in history if m.get("role") == "assistant")
@@ -82,7 +82,7 @@ def _indices(spec: str | None) -> tuple[int, ...] | None:
 def _tiny_policy(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
     import gymnasium as gym
 
-    from .tiny_models import tiny_causal_lm, train_bpe_tokenizer
+    from ..tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
     env = gym.make(env_id, **env_kwargs)
     texts = []
@@ -102,7 +102,7 @@ def _load_policy(args: argparse.Namespace, env_kwargs: dict[str, Any], device: s
         model, tokenizer = _tiny_policy(args.env, env_kwargs)
         reference = copy.deepcopy(model)  # the same seeded initial weights on every (re)start
     else:
-        from ..model_spec import load_causal_lm, resolve_model
+        from ...model_spec import load_causal_lm, resolve_model
 
         dtype = getattr(torch, args.dtype) if device.startswith("cuda") else torch.float32
         source = resolve_model(args.model, dtype=dtype)
@@ -121,7 +121,7 @@ def _generator(args: argparse.Namespace, model: Any, tokenizer: Any, device: str
     )
     if not use_vllm:
         return None
-    from .actor_rollout import VLLMGenerator
+    from .rollout import VLLMGenerator
 
     path = args.model
     if args.model == "tiny":
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .trainer import TrainConfig, Trainer, latest_checkpoint
 
     env_kwargs = json.loads(args.env_kwargs)
-    from ..agents.window import as_window
+    from ...agents.window import as_window
 
     window = as_window(args.history)
     config = TrainConfig(
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.meter == "turns":
         meter = turns_meter(config.max_tokens_per_turn, config.max_turns)
     elif args.meter is not None:
-        from ..meters import load_meter
+        from ...meters import load_meter
 
         meter = load_meter(args.meter)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

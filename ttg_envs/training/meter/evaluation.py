@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .._io import markdown_table
-from ..meters.base import Estimate, ProgressMeter
-from ..wrappers.plan_length import plan_length
-from ..wrappers.progress_meter import estimate_costs
-from .meter_grpo import token_accuracy
-from .ttg_datasets import Trajectory, step_labels_from_plan_lengths
+from ..._io import markdown_table
+from ...meters.base import Estimate, ProgressMeter
+from ...wrappers.plan_length import plan_length
+from ...wrappers.progress_meter import estimate_costs
+from .datasets import Trajectory, step_labels_from_plan_lengths
+from .grpo import token_accuracy
 
 
 @dataclass
@@ -81,7 +81,7 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     envs: dict[str, Any] = {}
     try:
@@ -107,7 +107,7 @@ def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, 
       predicts failure or answers invalidly);
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
     """
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
     estimates: dict[tuple[int, int], Estimate] = {}

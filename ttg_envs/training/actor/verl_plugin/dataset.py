@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..._optional import require
+from ...._optional import require
 
 __all__ = ["task_rows", "write_task_parquet"]
 
@@ -53,10 +53,10 @@ def write_task_parquet(path: str | Path, env_id: str, env_kwargs: dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ttg_envs.training.verl_plugin.dataset --env ttg/ALFWorld-v0 --split train --out f.parquet``."""
+    """``python -m ttg_envs.training.actor.verl_plugin.dataset --env ttg/ALFWorld-v0 --split train --out f.parquet``."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m ttg_envs.training.verl_plugin.dataset", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m ttg_envs.training.actor.verl_plugin.dataset", description=main.__doc__)
     p.add_argument("--env", default="ttg/ALFWorld-v0")
     p.add_argument("--split", default=None, help="env split (passed as split=...)")
     p.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
