@@ -277,7 +277,7 @@ def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
 
 
 def test_tiny_policy_has_a_head_dim_vllm_cpu_attention_supports():
-    from ttg_envs.training.actor.cli import _tiny_policy
+    from ttg_envs.training.actor.launch import _tiny_policy
 
     model, _ = _tiny_policy(ENV_ID, {})
     assert model.config.head_dim in (32, 64)  # vLLM's CPU attention rejects 16

@@ -69,7 +69,7 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
 def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_indices: Sequence[int], out: Path, *,
                      seed: int, workers: int, epochs: int, policies: Sequence[str] = METER_POLICIES) -> Path:
     """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
-    from ..training.meter.cli import train_meter
+    from ..training.meter.pipeline import train_meter
 
     return train_meter(out, env=env_id, env_kwargs=env_kwargs, split=split, tasks=meter_indices, policies=policies,
                        backbone="encoder:tiny", epochs=epochs, seed=seed, workers=workers)
