@@ -38,3 +38,22 @@ def test_table_4_values():
 def test_an_unknown_id_names_the_known_ones():
     with pytest.raises(ValueError, match="unknown env id 'ttg/Nope-v0'; registered: ttg/ALFWorld-v0"):
         env_spec("ttg/Nope-v0")
+
+
+def test_bundled_alfworld_tasks_load_and_play_without_the_generator():
+    import subprocess
+    import sys
+
+    pytest.importorskip("alfworld")
+    code = ("import sys, gymnasium as gym, ttg_envs; env = gym.make('ttg/ALFWorld-v0', split='valid_seen'); "
+            "env.reset(seed=0, options={'task_index': 0}); "
+            "print('ttg_envs.envs.alfworld.generator' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split()[-1] == "False"
+
+
+def test_the_generator_orders_the_same_task_types():
+    gen = pytest.importorskip("ttg_envs.envs.alfworld.generator")
+    from ttg_envs.envs.alfworld.tasks import TASK_TYPES
+
+    assert sorted(gen.GENERATION_ORDER) == sorted(TASK_TYPES) and gen.SPLITS == env_spec("ttg/ALFWorld-v0").splits

@@ -92,7 +92,7 @@ def _check_split(split: str) -> None:
 
 def _bundled_tasks(split: str) -> list[AlfredTask]:
     _check_split(split)
-    from .generator import make_game
+    from .games import make_game
 
     return [
         AlfredTask(r["id"], r["type"], split, "bundled", r["goal"], tuple(r["walkthrough"]), _game=lambda r=r: make_game(r))
