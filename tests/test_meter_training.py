@@ -203,6 +203,7 @@ def sampled_reward(model, tokenizer, examples, prompt, n: int = 24) -> float:
     return float(np.mean(rewards))
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_grpo_raises_the_reward(tiny_setup):
     from ttg_envs.training.meter.grpo import GRPOConfig, grpo
 
