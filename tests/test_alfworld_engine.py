@@ -45,7 +45,7 @@ def _one_task_per_type(split="valid_unseen"):
 def test_fast_engine_equals_the_stock_stack(cache_dir):
     # One game of each task type: every action and feedback rule of the grammar is exercised.
     pddl, stock = _stock_stack()
-    env = gym.make("ttg/ALFWorld-v0", split="valid_unseen", show_admissible=False, max_steps=1000)
+    env = gym.make("ttg/ALFWorld-v0", split="valid_unseen", show_admissible=False, max_steps=1000, plan_repair=False)
     tasks = env.unwrapped.tasks
     rng = np.random.default_rng(0)
     for index in _one_task_per_type():
@@ -223,7 +223,7 @@ def test_every_validation_game_expert_wins_and_caches_change_nothing(split):
 
 
 def test_planner_time_limit_falls_back_and_says_so():
-    env = gym.make("ttg/ALFWorld-v0", split="valid_seen", planner_timeout=0.001)
+    env = gym.make("ttg/ALFWorld-v0", split="valid_seen", planner_timeout=0.001, plan_repair=False)
     env.reset(options={"task_index": 2})
     # Off the stored walkthrough, the planner has to search: it cannot finish in a millisecond.
     off = next(c for c in env.unwrapped.admissible_commands if c.startswith("go to") and c != env.unwrapped.tasks[2].plan[0])
@@ -238,7 +238,7 @@ def test_planner_time_limit_falls_back_and_says_so():
     _, _, _, _, info = env.step("<action>look</action>")
     assert "planner_timeout" not in info
     # With time to search, the same state gets the planner's plan, and following it wins.
-    patient = gym.make("ttg/ALFWorld-v0", split="valid_seen")
+    patient = gym.make("ttg/ALFWorld-v0", split="valid_seen", plan_repair=False)
     patient.reset(options={"task_index": 2})
     patient.step(f"<action>{off}</action>")
     plan = patient.unwrapped.expert_plan()
@@ -246,6 +246,55 @@ def test_planner_time_limit_falls_back_and_says_so():
     for c in plan:
         _, reward, terminated, _, info = patient.step(f"<action>{c}</action>")
     assert terminated and reward == 1.0 and "planner_timeout" not in info
+
+
+def _follow(env, plan):
+    """Step ``plan``; True when it ends in a win."""
+    terminated = False
+    for c in plan:
+        assert not terminated
+        _, _, terminated, _, _ = env.step(f"<action>{c}</action>")
+    return terminated
+
+
+def test_plan_repair_reuses_a_plan_that_still_wins_without_a_search():
+    # A millisecond limit: any search would time out, so a plan here came from repair.
+    env = gym.make("ttg/ALFWorld-v0", split="valid_seen", planner_timeout=0.001)
+    env.reset(options={"task_index": 2})
+    walkthrough = list(env.unwrapped.tasks[2].plan)
+    off = next(c for c in env.unwrapped.admissible_commands if c.startswith("go to") and c != walkthrough[0])
+    env.step(f"<action>{off}</action>")
+    plan = env.unwrapped.expert_plan()
+    assert plan == walkthrough  # "go to" first, so the walkthrough still applies from the detour
+    assert env.unwrapped.plans_repaired == 1 and env.unwrapped.planner_timeouts == 0
+    assert _follow(env, plan)
+
+
+def test_plan_repair_searches_when_no_earlier_plan_applies_and_every_repaired_plan_wins(monkeypatch):
+    # Random detours on a few games: each repaired plan must win when followed (from a branch, so
+    # the episode goes on), and a detour that breaks every earlier plan must reach the planner.
+    from ttg_envs.envs.alfworld import planner
+
+    searches = []
+    search = planner.run_replan
+    monkeypatch.setattr(planner, "run_replan", lambda lib, timeout: searches.append(1) or search(lib, timeout))
+    env = gym.make("ttg/ALFWorld-v0", split="valid_unseen", max_steps=200)
+    rng = np.random.default_rng(0)
+    repaired = 0
+    for index in (0, 5, 11):
+        env.reset(options={"task_index": index})
+        base = env.unwrapped
+        for _ in range(12):
+            commands = base.admissible_commands
+            _, _, terminated, _, _ = env.step(f"<action>{commands[int(rng.integers(len(commands)))]}</action>")
+            if terminated:
+                break
+            before = base.plans_repaired
+            plan = base.expert_plan()
+            repaired += base.plans_repaired - before
+            if plan:
+                assert _follow(env.unwrapped.branch(), plan)
+    assert repaired >= 5 and len(searches) >= 1, (repaired, len(searches))
 
 
 def _children() -> set[str]:

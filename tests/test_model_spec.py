@@ -133,6 +133,18 @@ def test_progress_without_a_terminal_writes_plain_lines(capsys, monkeypatch):
     assert len(lines) == len(set(lines)) >= 2
 
 
+def test_progress_lines_stay_periodic_when_the_loop_sets_a_postfix(capsys, monkeypatch):
+    from ttg_envs.progress import progress_bar
+
+    monkeypatch.setenv("TTG_PROGRESS_SECONDS", "3600")
+    with progress_bar(total=50, desc="encoder meter") as bar:
+        for i in range(50):
+            bar.update(1)
+            bar.set_postfix(loss=f"{1 / (i + 1):.3f}")  # tqdm would refresh (write a line) on each
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) <= 3 and lines[-1].startswith("encoder meter: 50/50 it, 100% |"), lines
+
+
 def test_a_single_seed_has_no_spread():
     from ttg_envs.eval.report import markdown_table
 

@@ -26,6 +26,6 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
     "ttg_valid": ("ProgressMeterWrapper", "False when the meter's answer did not parse (it then counts as a failure prediction); True at the anchored final state."),
     "ttg_cost": ("ProgressMeterWrapper", "Cost c of the new state (paper eq. 7): the estimate, or C when failure is predicted; 0 on success and C on failure or truncation at the final state."),
     "ttg_delta": ("ProgressMeterWrapper, every step", "c_t - c_{t+1} (paper eq. 8): positive when the action reduced the estimated remaining work."),
-    "plan_length": ("PlanLength (meter-evaluation recordings of ALFWorld)", "Length of the planner's optimal plan from the new state (0 once won; None when the planner ran out of its time limit); its change labels step quality."),
-    "planner_timeout": ("ttg/ALFWorld-v0, only when it happened", "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step: `expert_plan()` returned [] and the expert took `look`."),
+    "plan_length": ("PlanLength (meter-evaluation recordings of ALFWorld)", "Length of the expert's plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; 0 once won; None when the planner ran out of its time limit); its change labels step quality."),
+    "planner_timeout": ("ttg/ALFWorld-v0, only when it happened", "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step: no earlier plan applied, `expert_plan()` returned [] and the expert took `look`."),
 }

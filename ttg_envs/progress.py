@@ -34,6 +34,15 @@ class _LogLines(tqdm):
             self.fp.flush()
         return True
 
+    def set_postfix(self, ordered_dict: Any = None, refresh: bool = True, **kwargs: Any) -> None:
+        """Record the postfix without writing a line (tqdm refreshes on every call, which
+        would put one line per update in the log)."""
+        super().set_postfix(ordered_dict, refresh=False, **kwargs)
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        """Change the description without writing a line."""
+        super().set_description(desc, refresh=False)
+
 
 class _Lines:
     """A stream that passes on whole status lines only (tqdm also writes bare "\\r" and "\\n")."""

@@ -19,6 +19,10 @@
 - **Bounded planner.** :meth:`AlfredEngine.plan` runs fast-downward's ``replan`` (a C call that
   nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
   seconds; see :mod:`.planner`.
+- **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
+  state the episode came through still reaches the goal, by stepping it through the engine; only
+  when none does is there a search. A noisy expert's random detours then rarely cost a search, and
+  the expert's behaviour does not depend on time or machine load.
 
 ``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
 ``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``
@@ -218,6 +222,10 @@ def cached_pddl_env(infos=None, fast_text: bool = True):
     return _CLASSES["env"](infos, fast_text=fast_text)
 
 
+#: How many earlier plans :meth:`AlfredEngine.repair` checks before the planner searches.
+REPAIR_TRIES = 3
+
+
 class _StateInfo:
     """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
     from it, its GameState (valid commands and actions) and the operators the actions refer to."""
@@ -280,8 +288,9 @@ class _Core:
         self.materialized: int | None = None
         #: str() of each fact seen in the loaded game: state keys sort fact names.
         self.fact_names: dict[Any, str] = {}
-        #: Planner plans by state (None: the planner timed out there). The engine is
-        #: deterministic, so a plan and all its suffixes stay valid for their states.
+        #: Plans by state (None: the planner timed out there), from the planner or repaired
+        #: (see AlfredEngine.plan). The engine is deterministic, so a plan and all its suffixes
+        #: stay valid for their states.
         self.plans: dict[int, tuple[str, ...] | None] = {}
 
     def clear_game(self) -> None:
@@ -356,6 +365,10 @@ class AlfredEngine:
         self.last_plan_timed_out = False
         #: How often the planner timed out on this engine.
         self.planner_timeouts = 0
+        #: Set by plan() when the current state's plan came from :meth:`repair`.
+        self.last_plan_repaired = False
+        #: How often plan() answered with a repaired plan instead of a search.
+        self.plans_repaired = 0
 
     def close(self) -> None:
         """Give the core back to the idle pool with its game caches cleared (idempotent)."""
@@ -426,9 +439,12 @@ class AlfredEngine:
             core.plans.setdefault(self._sid, plan[1:])
         return self._feedback
 
-    def plan(self) -> list[str]:
+    def plan(self, came_through: Sequence[int] | None = None) -> list[str]:
         """The planner's command sequence from the current state to the goal ([] if none).
 
+        ``came_through``: the states the episode passed through to get here (:attr:`state_id`
+        values, oldest first). Given, their plans are tried before searching (:meth:`repair`),
+        and one that still reaches the goal from here is used without a search.
         Raises :class:`PlannerTimeout` when the search ran past ``planner_timeout`` (the timeout
         is remembered for the state: asking again raises at once).
         """
@@ -436,6 +452,10 @@ class AlfredEngine:
 
         core = self._core
         self.last_plan_timed_out = False
+        self.last_plan_repaired = False
+        if self._sid not in core.plans and came_through and self.repair(came_through) is not None:
+            self.last_plan_repaired = True
+            self.plans_repaired += 1
         if self._sid not in core.plans:
             self._materialize()
             self._pddl.load_replan_task()
@@ -450,6 +470,54 @@ class AlfredEngine:
             self.last_plan_timed_out = True
             raise PlannerTimeout(f"the planner found no plan within {self.planner_timeout} s")
         return list(plan)
+
+    def repair(self, came_through: Sequence[int], max_tries: int = REPAIR_TRIES) -> tuple[str, ...] | None:
+        """A plan of an earlier state that still reaches the goal from the current one, or None.
+
+        Walks ``came_through`` (state ids, oldest first) back from the latest; the first
+        ``max_tries`` distinct plans found there are checked by stepping them through the engine
+        from here (every command admissible in turn, the goal reached at the end). A plan that
+        passes is stored for the current state and for the states it passes through. The result
+        does not depend on time or machine load. A detour such as ``go to``, ``open`` or
+        ``examine`` usually leaves the earlier plan valid; taking or moving an object usually
+        does not, and then the planner searches.
+        """
+        core = self._core
+        tried: set[tuple[str, ...]] = set()
+        for sid in reversed(came_through):
+            if len(tried) >= max_tries:
+                break
+            candidate = core.plans.get(sid)
+            if candidate and candidate not in tried:
+                tried.add(candidate)
+                if self._plan_reaches_goal(candidate):
+                    return candidate
+        return None
+
+    def _plan_reaches_goal(self, plan: tuple[str, ...]) -> bool:
+        """Step ``plan`` from the current state; on success store its suffixes as the plans of the
+        states it passes. The engine's state is put back either way."""
+        core = self._core
+        start = self.save()
+        path = [self._sid]
+        try:
+            for command in plan:
+                if command not in core.states[self._sid].admissible:
+                    return False
+                self.step(command)
+                path.append(self._sid)
+            if not core.states[self._sid].won:
+                return False
+        finally:
+            self.restore(start)
+        for i, sid in enumerate(path):
+            core.plans.setdefault(sid, plan[i:])
+        return True
+
+    @property
+    def state_id(self) -> int:
+        """The engine's number for the current state (valid within one load of a game)."""
+        return self._sid
 
     @property
     def feedback(self) -> str:

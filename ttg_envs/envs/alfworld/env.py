@@ -29,6 +29,8 @@ class ALFWorldEnv(TextEnv):
         show_admissible: list the admissible actions in every observation.
         planner_timeout: seconds the engine planner may search from one state (None: no limit);
             see :meth:`expert_plan`.
+        plan_repair: let :meth:`expert_plan` reuse an earlier state's plan that still reaches the
+            goal before it asks the planner to search (False: always the planner's own plan).
         engine_caches: False runs the engine on every step instead of reusing the successors of
             (state, command) pairs seen before in the loaded game (the equality tests' reference).
         action_format: ``strict`` (one ``<action>`` block, the paper's protocol) or ``lenient``
@@ -48,6 +50,7 @@ class ALFWorldEnv(TextEnv):
         max_steps: int | None = None,
         show_admissible: bool = True,
         planner_timeout: float | None = 30.0,
+        plan_repair: bool = True,
         engine_caches: bool = True,
         render_mode: str | None = None,
         action_format: str = "strict",
@@ -56,15 +59,20 @@ class ALFWorldEnv(TextEnv):
         self.tasks: list[AlfredTask] = load_tasks(split, source=source, game_files=game_files, task_types=task_types)
         self.show_admissible = show_admissible
         self.planner_timeout = planner_timeout
+        self.plan_repair = plan_repair
         self.engine_caches = engine_caches
         self._engine: AlfredEngine | None = None
         self._saved: EngineSnapshot | None = None
+        #: Engine state ids this episode passed through, the current one last (plan repair).
+        self._came_through: tuple[int, ...] = ()
         #: True when the last expert_plan() call timed out (reported in the next step's info).
         self._plan_timed_out = False
         #: How often expert_plan() timed out on this env (its branches count their own).
         self.planner_timeouts = 0
         #: Whether the last expert_plan() call ran out of the planner's time limit.
         self.last_plan_timed_out = False
+        #: How often expert_plan() reused an earlier state's plan instead of a search.
+        self.plans_repaired = 0
 
     # ------------------------------------------------------------ TextEnv hooks
     @property
@@ -81,6 +89,7 @@ class ALFWorldEnv(TextEnv):
             if engine.game_id != task.id:
                 engine.load(task.game(), task.id, plan=task.plan)
             feedback = engine.reset(owner=self)
+            self._came_through = (engine.state_id,)
         self._saved = None
         self._plan_timed_out = False
         return self._observation(feedback), {"admissible_commands": engine.admissible_commands}
@@ -99,6 +108,7 @@ class ALFWorldEnv(TextEnv):
                     info={"admissible_commands": engine.admissible_commands},
                 )
             feedback = engine.step(command)
+            self._came_through += (engine.state_id,)
             won = engine.won
             info = {"admissible_commands": engine.admissible_commands}
             if self._plan_timed_out:
@@ -135,7 +145,7 @@ class ALFWorldEnv(TextEnv):
 
     def _clone(self) -> ALFWorldEnv:
         clone = super()._clone()
-        clone.planner_timeouts = 0
+        clone.planner_timeouts = clone.plans_repaired = 0
         clone._plan_timed_out = clone.last_plan_timed_out = False
         # Branches share the loaded engine; loading another game into it would invalidate the
         # others' fast-downward state ids, so a later reset to another game takes a new engine.
@@ -156,11 +166,14 @@ class ALFWorldEnv(TextEnv):
         return self.admissible_commands
 
     def expert_plan(self) -> list[str]:
-        """The engine planner's command sequence from the current state to the goal.
+        """The expert's command sequence from the current state to the goal.
 
         Plans are cached per state for the loaded game (bundled games start with the planner's
-        stored walkthrough), and the rest of a plan is reused while an episode follows it.
-        The search runs under ``planner_timeout``: when it runs out, this returns ``[]`` (what
+        stored walkthrough), and the rest of a plan is reused while an episode follows it. When
+        the episode has left every known plan, with ``plan_repair`` the plans of the states it
+        came through are tried first (:meth:`AlfredEngine.repair`: a plan counts when stepping
+        it from here through the engine reaches the goal); only when none does, the engine
+        planner searches. The search runs under ``planner_timeout``: when it runs out, this returns ``[]`` (what
         the planner returns when it finds no plan; :class:`ExpertPolicy` then takes ``look``),
         :attr:`last_plan_timed_out` is True, the next step's ``info`` has
         ``planner_timeout: True`` and :attr:`planner_timeouts` counts it. The timeout is
@@ -169,12 +182,13 @@ class ALFWorldEnv(TextEnv):
         with self._engine.lock:
             self._engine.activate(self)
             try:
-                plan = self._engine.plan()
+                plan = self._engine.plan(came_through=self._came_through if self.plan_repair else None)
             except PlannerTimeout:
                 self._plan_timed_out = self.last_plan_timed_out = True
                 self.planner_timeouts += 1
                 return []
             self.last_plan_timed_out = False
+            self.plans_repaired += self._engine.last_plan_repaired
             return plan
 
     def close(self) -> None:
