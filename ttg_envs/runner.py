@@ -199,21 +199,36 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
     return results
 
 
-def run_tasks(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes") -> list[EpisodeResult]:
+def run_tasks(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes",
+              job: Callable[[EpisodeTask], Any] | None = None) -> list[EpisodeResult]:
     """Play every task, in this process or over ``workers`` spawned processes, with one progress bar.
 
-    In one process each env stack is made once; with workers each task index is its own job
-    (all its episodes in one env), so a long task does not hold up others. Trajectory files are
-    rewritten in task order at the end (workers append in completion order). Results come in
-    the order of ``tasks``.
+    Tasks that share an env play in one env, in order. By default each env stack is made once
+    in one process, and with workers each task index is its own job (all its episodes in one
+    env), so a long task does not hold up others. With ``job``, tasks with equal ``job(task)``
+    share an env and, with workers, each such job is cut into ``workers`` runs of consecutive
+    tasks (``ttg rollout``: one env per split and policy). An env keeps state between episodes
+    (the ALFWorld expert reuses plans of states it has seen), so this grouping is part of what
+    makes a run reproducible. Trajectory files are rewritten in task order at the end (workers
+    append in completion order). Results come in the order of ``tasks``.
     """
     for task in tasks:
         if task.condition is not None and needs_meter(task.condition) and task.meter is None:
             raise ValueError(f"condition {task.condition!r} needs a meter")
     batches: dict[tuple, list[int]] = {}
     for i, task in enumerate(tasks):
-        key = task.stack_key() if workers <= 1 else (*task.stack_key(), task.task_index)
+        if job is not None:
+            key = (*task.stack_key(), job(task))
+        else:
+            key = task.stack_key() if workers <= 1 else (*task.stack_key(), task.task_index)
         batches.setdefault(key, []).append(i)
+    if job is not None and workers > 1:
+        cut: dict[tuple, list[int]] = {}
+        for key, positions in batches.items():
+            size = max(1, -(-len(positions) // workers))
+            for start in range(0, len(positions), size):
+                cut[(*key, start)] = positions[start:start + size]
+        batches = cut
     results: list[EpisodeResult | None] = [None] * len(tasks)
     with progress_bar(total=len(tasks), desc=desc, unit="ep") as bar:
         if workers <= 1:

@@ -37,8 +37,14 @@ def rollout_tasks(env_id: str, splits: Sequence[str], policies: Sequence[str], *
 
 def rollout(env_id: str, splits: Sequence[str], policies: Sequence[str], *, workers: int = 1,
             **task_kwargs: Any) -> list[EpisodeResult]:
-    """Play :func:`rollout_tasks` (results in split, policy, task order)."""
-    return run_tasks(rollout_tasks(env_id, splits, policies, **task_kwargs), workers=workers, desc="rollouts")
+    """Play :func:`rollout_tasks` (results in split, policy, task order), one env per split and policy."""
+    return run_tasks(rollout_tasks(env_id, splits, policies, **task_kwargs), workers=workers, desc="rollouts",
+                     job=_policy_of)
+
+
+def _policy_of(task: EpisodeTask) -> str:
+    """One env per split and policy, as ``ttg rollout`` has always played them."""
+    return task.policy
 
 
 def summarize(results: Sequence[EpisodeResult]) -> list[dict[str, Any]]:
