@@ -44,13 +44,20 @@ import json, sys, time, tempfile
 from pathlib import Path
 import gymnasium as gym
 import ttg_envs
-from ttg_envs.eval.rollout import run_episode
-from ttg_envs.envs import policy_factory
+try:
+    from ttg_envs.registry import policy_factory
+    from ttg_envs.runner import run_episode
+except ImportError:  # revisions before the restructuring of issue 14
+    from ttg_envs.envs import policy_factory
+    from ttg_envs.eval.rollout import run_episode
 workload, indices = sys.argv[1], [int(i) for i in sys.argv[2].split(",")]
 start = time.perf_counter()
 stats = {}
 if workload == "record":
-    from ttg_envs.training.meter_cli import collect_trajectories
+    try:
+        from ttg_envs.training.meter.record import collect_trajectories
+    except ImportError:  # revisions before issue 14
+        from ttg_envs.training.meter_cli import collect_trajectories
     with tempfile.TemporaryDirectory() as out:
         collect_trajectories("ttg/ALFWorld-v0", {}, "train",
                              ["expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1"],

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ttg_envs.training.credit import batched_token_advantages, group_advantages, step_weights
+from ttg_envs.credit import batched_token_advantages, group_advantages, step_weights
 
 BATCH, STEPS, TOKENS, GROUP = 512, 50, 200, 8
 FAILURE_COST = 16384.0

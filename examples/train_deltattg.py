@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 import ttg_envs  # noqa: F401  (registers the ttg/* ids)
+from ttg_envs import credit
 from ttg_envs.core import Generation
 from ttg_envs.meters import load_meter
-from ttg_envs.training import credit
-from ttg_envs.training.actor_loss import ActorLossConfig, actor_loss, token_logprobs
+from ttg_envs.training.actor.launch import turns_meter
+from ttg_envs.training.actor.loss import ActorLossConfig, actor_loss, token_logprobs
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
-from ttg_envs.training.train_cli import turns_meter
 from ttg_envs.wrappers import ProgressMeterWrapper, TokenCounter
 
 p = argparse.ArgumentParser()

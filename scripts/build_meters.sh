@@ -43,14 +43,14 @@ PYEOF
 }
 
 build_alfworld() {
-    $TTG train-meter --env ttg/ALFWorld-v0 --split train --limit 90 --epochs 10 --out "$WORK/alfworld/train"
+    $TTG train-meter --env ttg/ALFWorld-v0 --splits train --limit 90 --epochs 10 --out "$WORK/alfworld/train"
     $TTG eval-meter --env ttg/ALFWorld-v0 --meter "$WORK/alfworld/train/meter" --splits valid_seen valid_unseen \
         --limit 18 --out "$WORK/alfworld/eval"
     ship alfworld ttg/ALFWorld-v0
 }
 
 build_papersearchqa() {
-    $TTG train-meter --env ttg/PaperSearchQA-v0 --split train --limit 120 --epochs 10 --out "$WORK/papersearchqa/train"
+    $TTG train-meter --env ttg/PaperSearchQA-v0 --splits train --limit 120 --epochs 10 --out "$WORK/papersearchqa/train"
     $TTG eval-meter --env ttg/PaperSearchQA-v0 --meter "$WORK/papersearchqa/train/meter" --splits test --limit 60 \
         --out "$WORK/papersearchqa/eval"
     ship papersearchqa ttg/PaperSearchQA-v0
@@ -62,7 +62,7 @@ build_awm() {
     train_tasks=$(seq 0 41 | awk '$1 % 5 != 4' | tr '\n' ' ')
     eval_tasks=$(seq 0 41 | awk '$1 % 5 == 4' | tr '\n' ' ')
     # shellcheck disable=SC2086
-    $TTG train-meter --env ttg/AWM-v0 --split train --tasks $train_tasks --epochs 10 --out "$WORK/awm/train"
+    $TTG train-meter --env ttg/AWM-v0 --splits train --tasks $train_tasks --epochs 10 --out "$WORK/awm/train"
     # shellcheck disable=SC2086
     $TTG eval-meter --env ttg/AWM-v0 --meter "$WORK/awm/train/meter" --splits train --tasks $eval_tasks \
         --out "$WORK/awm/eval"

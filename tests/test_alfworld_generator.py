@@ -162,6 +162,7 @@ def test_make_game_inserts_goal(tasks: dict[str, list[dict[str, Any]]]) -> None:
     assert game["solvable"] is True and game["walkthrough"] == task["walkthrough"]
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_walkthroughs_win_and_not_before_the_end(tasks: dict[str, list[dict[str, Any]]]) -> None:
     # The last task of each type (the first ones are regenerated below), splits taken in turn.
     sample = [[t for t in tasks[gen.SPLITS[i % 3]] if t["type"] == tt][-1] for i, tt in enumerate(TYPES)]
@@ -186,6 +187,7 @@ def test_replay_helper(tasks: dict[str, list[dict[str, Any]]]) -> None:
         gen.replay(task, ["fly to the moon"])
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_regenerate_in_process(regen_sample: list[dict[str, Any]], lines: dict[str, list[str]]) -> None:
     # Half the sample here (the subprocess does all of it): one task per type, both valid splits.
     for task in regen_sample[0:6:2] + regen_sample[7:12:2]:
@@ -219,6 +221,6 @@ def test_missing_alfworld_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     from ttg_envs.envs.alfworld import load_tasks
 
     monkeypatch.setitem(sys.modules, "alfworld", None)  # as if it were not installed
-    monkeypatch.delitem(sys.modules, "ttg_envs.envs.alfworld.generator")
+    monkeypatch.delitem(sys.modules, "ttg_envs.envs.alfworld.games")  # the module that loads games needs alfworld
     with pytest.raises(MissingExtraError, match=re.escape("pip install 'ttg-envs[alfworld]'")):
         load_tasks("train")

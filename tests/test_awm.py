@@ -121,6 +121,7 @@ def test_database_build_snapshot_restore(tmp_path):
 
 
 # ----------------------------------------------------------------- gold replays and verifiers
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_every_gold_replay_succeeds_and_every_wrong_write_fails(env):
     assert env.unwrapped.num_tasks == len(GOLD) >= 40
     for task_id, gold in sorted(GOLD.items()):
@@ -297,6 +298,7 @@ _JUNK = st.one_of(
 )
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_JUNK)
 def test_arbitrary_strings_raise_nothing(crm_env, text):
@@ -322,6 +324,7 @@ _STEPS = st.lists(st.sampled_from([
     call_text("list_deals", {}), "<tool_call>{bad json</tool_call>", "All done."]), max_size=4)
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=_STEPS, suffix=_STEPS, method=st.sampled_from(["snapshot", "replay"]))
 def test_branch_future_equals_original(crm_env, prefix, suffix, method):

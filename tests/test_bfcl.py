@@ -58,6 +58,7 @@ def test_task_order_is_numeric_and_stable():
     assert [t.id for t in load_tasks(["multi_turn_base", "simple_python"])] == [t.id for t in load_tasks(["simple_python", "multi_turn_base"])]
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_ground_truth_wins_every_multi_turn_entry_and_a_dropped_call_loses():
     gold = sweep("multi_turn", GoldPolicy())
     assert len(gold) == 800 and all(gold.values()), [k for k, v in gold.items() if not v]

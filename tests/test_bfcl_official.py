@@ -393,6 +393,7 @@ def _as_function(script: dict[int, list[str]]):
 MT_SAMPLE = 4
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 @pytest.mark.parametrize("style", STYLES)
 def test_multi_turn_verdicts_equal_the_harness(reference, style):
     official = BFCLEnv(list(MULTI_TURN), model_style=style)

@@ -1,4 +1,4 @@
-"""Tests for ttg_envs.training.credit: hand-worked values, properties, fallbacks, baselines."""
+"""Tests for ttg_envs.credit: hand-worked values, properties, fallbacks, baselines."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ttg_envs.training.credit import (
+from ttg_envs.credit import (
     bounded_token_weights,
     dapo_accumulate,
     dapo_filter,
@@ -356,7 +356,7 @@ def test_encode_keys():
 def test_import_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from ttg_envs.training import credit\n"
+        "from ttg_envs import credit\n"
         "print(credit.step_weights(1.0, [True], [3], True, [2], 10.0))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -468,7 +468,7 @@ def _batched_inputs(trajs, signal):
 )
 def test_batched_matches_per_trajectory(trajs, signal, positive_only, rho, cap):
     torch = pytest.importorskip("torch")
-    from ttg_envs.training.credit import batched_token_advantages
+    from ttg_envs.credit import batched_token_advantages
 
     expected = _reference(trajs, signal, positive_only, rho, cap)
     inputs = _batched_inputs(trajs, signal)
@@ -484,7 +484,7 @@ def test_batched_matches_per_trajectory(trajs, signal, positive_only, rho, cap):
 
 def test_batched_group_rule_and_per_state_valid():
     torch = pytest.importorskip("torch")
-    from ttg_envs.training.credit import batched_group_advantages, batched_token_advantages
+    from ttg_envs.credit import batched_group_advantages, batched_token_advantages
 
     # Group 0 has an invalid state on a queried trajectory: both keep A_i on every step.
     # Group 1 is valid and gets redistributed credit.
@@ -520,7 +520,7 @@ def test_batched_group_rule_and_per_state_valid():
 @given(batches(), st.integers(0, 3))
 def test_batched_baselines_match_per_group(trajs, history):
     torch = pytest.importorskip("torch")
-    from ttg_envs.training.credit import batched_gigpo, batched_grpo, batched_hgpo
+    from ttg_envs.credit import batched_gigpo, batched_grpo, batched_hgpo
 
     rewards = [t["reward"] for t in trajs]
     groups = [t["group"] for t in trajs]

@@ -89,7 +89,7 @@ def test_ttg_eval_writes_json_and_markdown(tiny_game, tmp_path, capsys):
 
 
 def test_spread_indices_covers_the_split_evenly():
-    from ttg_envs.eval.rollout import spread_indices
+    from ttg_envs.runner import spread_indices
 
     assert spread_indices(140, 10) == (0, 15, 31, 46, 62, 77, 93, 108, 124, 139)
     assert spread_indices(5, None) == spread_indices(5, 9) == (0, 1, 2, 3, 4)

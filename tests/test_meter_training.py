@@ -16,15 +16,15 @@ from ttg_envs.meters import (
     format_answer,
     parse_answer,
 )
-from ttg_envs.training.meter_eval import evaluate_meter, step_labels_from_plan_lengths
-from ttg_envs.training.meter_grpo import group_normalize, meter_reward, token_accuracy
-from ttg_envs.training.ttg_datasets import (
+from ttg_envs.training.meter.datasets import (
     build_examples,
     load_trajectories,
     parse_trajectory,
     split_trajectories,
     trajectory_examples,
 )
+from ttg_envs.training.meter.evaluation import evaluate_meter, step_labels_from_plan_lengths
+from ttg_envs.training.meter.grpo import group_normalize, meter_reward, token_accuracy
 from ttg_envs.wrappers import write_trajectory
 
 
@@ -151,7 +151,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module")
 def tiny_setup():
     from ttg_envs.meters import render_history
-    from ttg_envs.training.meter_sft import SFTConfig, sft
+    from ttg_envs.training.meter.sft import SFTConfig, sft
     from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
     torch.set_num_threads(1)
@@ -179,7 +179,7 @@ def test_sft_lowers_the_answer_loss_and_teaches_the_format(tiny_setup):
 
 def test_sft_masks_the_prompt(tiny_setup):
     from ttg_envs.meters.hf import token_counter
-    from ttg_envs.training.meter_sft import IGNORE_INDEX, encode_example
+    from ttg_envs.training.meter.sft import IGNORE_INDEX, encode_example
 
     _, tokenizer, examples, prompt, _ = tiny_setup
     ids, labels = encode_example(tokenizer, examples[0], prompt, token_counter(tokenizer))
@@ -203,8 +203,9 @@ def sampled_reward(model, tokenizer, examples, prompt, n: int = 24) -> float:
     return float(np.mean(rewards))
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_grpo_raises_the_reward(tiny_setup):
-    from ttg_envs.training.meter_grpo import GRPOConfig, grpo
+    from ttg_envs.training.meter.grpo import GRPOConfig, grpo
 
     base, tokenizer, examples, prompt, _ = tiny_setup
     model = copy.deepcopy(base)
@@ -217,7 +218,7 @@ def test_grpo_raises_the_reward(tiny_setup):
 
 
 def test_grpo_kl_needs_a_reference(tiny_setup):
-    from ttg_envs.training.meter_grpo import GRPOConfig, grpo
+    from ttg_envs.training.meter.grpo import GRPOConfig, grpo
 
     model, tokenizer, examples, prompt, _ = tiny_setup
     with pytest.raises(ValueError, match="reference"):
@@ -232,7 +233,7 @@ def test_encoder_training_lowers_the_loss():
         build_model,
         history_segments,
     )
-    from ttg_envs.training.meter_regression import RegressionConfig, train_encoder_meter
+    from ttg_envs.training.meter.regression import RegressionConfig, train_encoder_meter
     from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
     trajs = [parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 3), i % 2 == 1),

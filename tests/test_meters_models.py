@@ -18,7 +18,6 @@ from ttg_envs.training.tiny_models import (
     train_wordpiece_tokenizer,
 )
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

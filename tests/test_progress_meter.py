@@ -8,9 +8,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from ttg_envs.credit import step_costs
 from ttg_envs.envs.alfworld.policies import react
 from ttg_envs.meters import ScriptedMeter
-from ttg_envs.training.credit import step_costs
 from ttg_envs.wrappers import (
     ProgressMeterWrapper,
     TokenCounter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ttg_envs import ENV_IDS, INFO_FIELDS
+from ttg_envs import ENV_SPECS, INFO_FIELDS
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -17,7 +17,7 @@ def test_info_field_table_matches_code():
 
 
 def test_registered_ids_are_documented():
-    for env_id in ENV_IDS:
+    for env_id in ENV_SPECS:
         assert f"`{env_id}`" in README
 
 

@@ -33,6 +33,7 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
         exec(compile(block, "README.md", "exec"), {})
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 @pytest.mark.parametrize("command", quick_commands())
 def test_readme_quick_check_runs(command, tmp_path):
     words = shlex.split(command)

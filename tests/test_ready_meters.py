@@ -12,8 +12,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ttg_envs.meters.ready import READY_METERS, SHIPPED, ready_meter_path
+from ttg_envs.meters.ready import SHIPPED, ready_meter_path
+from ttg_envs.registry import ENV_SPECS
 
+READY_METERS = {s.id: s.meter for s in ENV_SPECS.values() if s.meter}
 SHIPPED_IDS = sorted(e for e, name in READY_METERS.items() if (SHIPPED / name / "meter.json").is_file())
 
 
@@ -56,6 +58,8 @@ def test_a_fresh_offline_process_loads_the_alfworld_meter():
 
 
 def test_an_env_id_without_a_meter_says_which_exist(monkeypatch):
-    monkeypatch.setitem(READY_METERS, "ttg/Other-v0", "no-such-meter")
+    from dataclasses import replace
+
+    monkeypatch.setitem(ENV_SPECS, "ttg/Other-v0", replace(ENV_SPECS["ttg/AWM-v0"], id="ttg/Other-v0", meter="no-such-meter"))
     with pytest.raises(LookupError, match="no meter ships for 'ttg/Other-v0'; shipped meters: "):
         ready_meter_path("ttg/Other-v0")

@@ -59,6 +59,7 @@ def test_gold_wins_every_telecom_task_and_dropping_the_last_action_loses():
     assert not any(replay("telecom", indices, drop_last=True).values())
 
 
+@pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 @pytest.mark.parametrize("domain, step", [("retail", 12), ("airline", 10), ("mock", 1)])
 def test_gold_wins_a_sample_and_dropping_a_last_write_loses(domain, step):
     """Dropping a read-only last action (get_order_details, calculate...) leaves the DB as it was, and tau2

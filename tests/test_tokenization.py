@@ -206,14 +206,16 @@ def test_fresh_cache_dir_then_warm_load(
 
 
 def test_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ttg_envs._io import cache_root
+
     monkeypatch.setenv("TTG_ENVS_CACHE", str(tmp_path / "a"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
-    assert tokenization._cache_root() == tmp_path / "a"
+    assert cache_root() == tmp_path / "a"
     monkeypatch.delenv("TTG_ENVS_CACHE")
-    assert tokenization._cache_root() == tmp_path / "b" / "ttg_envs"
+    assert cache_root() == tmp_path / "b" / "ttg_envs"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert tokenization._cache_root() == tmp_path / "home" / ".cache" / "ttg_envs"
+    assert cache_root() == tmp_path / "home" / ".cache" / "ttg_envs"
 
 
 def test_write_atomic_replaces_and_leaves_no_temp(tmp_path: Path) -> None:

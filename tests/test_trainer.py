@@ -11,14 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from ttg_envs import credit
 from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs.meters import ScriptedMeter
-from ttg_envs.training import credit
-from ttg_envs.training.actor_loss import clipped_surrogate
-from ttg_envs.training.actor_rollout import Episode
-from ttg_envs.training.episode_advantages import episode_advantages
+from ttg_envs.training.actor.advantages import episode_advantages
+from ttg_envs.training.actor.loss import clipped_surrogate
+from ttg_envs.training.actor.rollout import Episode
+from ttg_envs.training.actor.trainer import Row, TrainConfig, Trainer, latest_checkpoint
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
-from ttg_envs.training.trainer import Row, TrainConfig, Trainer, latest_checkpoint
 
 ENV_ID = "ttg-test/Parity-v0"
 
@@ -255,7 +255,7 @@ def _vllm_or_skip():
 
 def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
     _vllm_or_skip()
-    from ttg_envs.training.actor_rollout import VLLMGenerator
+    from ttg_envs.training.actor.rollout import VLLMGenerator
 
     model = tiny_causal_lm(tokenizer, hidden=128, layers=1, heads=2)  # vLLM's CPU attention wants head_dim 64
     model.save_pretrained(tmp_path / "policy")
@@ -277,7 +277,7 @@ def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
 
 
 def test_tiny_policy_has_a_head_dim_vllm_cpu_attention_supports():
-    from ttg_envs.training.train_cli import _tiny_policy
+    from ttg_envs.training.actor.launch import _tiny_policy
 
     model, _ = _tiny_policy(ENV_ID, {})
     assert model.config.head_dim in (32, 64)  # vLLM's CPU attention rejects 16

@@ -15,9 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from ttg_envs import credit
 from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
-from ttg_envs.training import credit
-from ttg_envs.training.verl_plugin.fields import (
+from ttg_envs.training.actor.verl_plugin.fields import (
     FIELDS,
     batch_advantages,
     episode_fields,
@@ -117,7 +117,7 @@ def test_import_verl_registers_estimators_hook_and_loop(verl):
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.trainer.ppo import core_algos, ray_trainer
 
-    import ttg_envs.training.verl_plugin  # noqa: F401  (what the entry point does)
+    import ttg_envs.training.actor.verl_plugin  # noqa: F401  (what the entry point does)
 
     for name in ("delta_ttg", "ttg_grpo", "ttg_gigpo", "ttg_hgpo"):
         assert core_algos.get_adv_estimator_fn(name) is not None
@@ -129,7 +129,7 @@ def test_hook_hands_ttg_fields_to_the_estimator_on_a_dataproto(verl):
     from verl import DataProto
     from verl.trainer.ppo import core_algos, ray_trainer
 
-    import ttg_envs.training.verl_plugin  # noqa: F401
+    import ttg_envs.training.actor.verl_plugin  # noqa: F401
 
     rewards, mask, non_tensor = _batch()
     data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors=non_tensor)
@@ -177,8 +177,8 @@ def _count_loop(monkeypatch):
     from verl.workers.rollout.replica import TokenOutput
 
     from ttg_envs.meters import ScriptedMeter
+    from ttg_envs.training.actor.verl_plugin import agent_loop
     from ttg_envs.training.tiny_models import train_bpe_tokenizer
-    from ttg_envs.training.verl_plugin import agent_loop
 
     if "ttg-test/Count-v0" not in gym.registry:
         gym.register("ttg-test/Count-v0", entry_point=_CountEnv)
@@ -291,7 +291,7 @@ def test_launch_config_composes_for_the_classic_trainer(verl):
 
 def test_task_parquet_rows(tmp_path):
     pandas = pytest.importorskip("pandas")
-    from ttg_envs.training.verl_plugin.dataset import main
+    from ttg_envs.training.actor.verl_plugin.dataset import main
 
     if "ttg-test/Count-v0" not in gym.registry:
         gym.register("ttg-test/Count-v0", entry_point=_CountEnv)
@@ -307,7 +307,7 @@ def test_alfworld_task_rows_are_references_that_load_no_game(monkeypatch):
     """All 600 train tasks without starting an engine; a row's index resets the env to the task it names."""
     pytest.importorskip("alfworld")
     from ttg_envs.envs.alfworld.tasks import AlfredTask
-    from ttg_envs.training.verl_plugin.dataset import task_rows
+    from ttg_envs.training.actor.verl_plugin.dataset import task_rows
 
     with monkeypatch.context() as m:
         m.setattr(AlfredTask, "game", lambda self: pytest.fail("the dataset writer loaded a game"))

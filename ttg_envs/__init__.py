@@ -3,16 +3,17 @@
 ``import ttg_envs`` registers the ``ttg/*`` ids with gymnasium; engines load on ``gym.make``.
 """
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import register
+from gymnasium.envs.registration import registry as _gym_registry
 
 from .core import BranchDivergenceError, Generation, TextEnv, TextSpace
-from .envs import ENV_IDS
 from .info_fields import INFO_FIELDS
+from .registry import ENV_SPECS
 
 __version__ = "0.1.0"
 
-for _env_id, _entry_point in ENV_IDS.items():
-    if _env_id not in registry:
-        register(_env_id, entry_point=_entry_point)
+for _spec in ENV_SPECS.values():
+    if _spec.id not in _gym_registry:
+        register(_spec.id, entry_point=_spec.entry_point)
 
-__all__ = ["BranchDivergenceError", "ENV_IDS", "Generation", "INFO_FIELDS", "TextEnv", "TextSpace", "__version__"]
+__all__ = ["BranchDivergenceError", "ENV_SPECS", "Generation", "INFO_FIELDS", "TextEnv", "TextSpace", "__version__"]

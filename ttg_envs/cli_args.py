@@ -1,8 +1,20 @@
-"""Argument types shared by every ``ttg`` subcommand's parser."""
+"""Arguments shared by every ``ttg`` subcommand's parser: each flag is declared once, here.
+
+One meaning per flag name in every subcommand: ``--env``/``--env-kwargs`` the env, ``--splits``
+the splits to run on (one or more), ``--seed`` a run's seed and ``--seeds`` the seeds an evaluation
+averages over, ``--limit`` how many tasks of each split (spread evenly), ``--tasks`` task indices
+(``3``, ``0-99``, ``0,5,7``), ``--workers`` worker processes, ``--out`` the output folder. Older
+spellings (``--split``, ``--seeds`` for one seed, ``--task-indices``, the demo's ``--tasks N``)
+still parse, hidden from ``--help``.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_ENV = "ttg/ALFWorld-v0"
 
 
 def positive_int(text: str) -> int:
@@ -14,3 +26,80 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def task_indices(values: Sequence[str] | str | None) -> list[int] | None:
+    """Task indices from ``3``, ``0-99`` or ``0,5,7`` tokens (any mix); None stays None."""
+    if values is None:
+        return None
+    out: list[int] = []
+    for token in [values] if isinstance(values, str) else values:
+        for part in str(token).split(","):
+            if not part.strip():
+                continue
+            lo, sep, hi = part.strip().partition("-")
+            try:
+                out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"task indices are N, A-B or A,B,C; got {part!r}") from None
+    return out
+
+
+class _TaskIndices(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            setattr(namespace, self.dest, task_indices(values))
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"argument {option_string}: {exc}")
+
+
+def _hidden(p: argparse.ArgumentParser, *names: str, **kwargs: Any) -> None:
+    p.add_argument(*names, help=argparse.SUPPRESS, **kwargs)
+
+
+def add_env(p: argparse.ArgumentParser, *, kwargs_help: str = "JSON dict of extra gym.make kwargs") -> None:
+    """``--env`` (a registered id) and ``--env-kwargs`` (JSON)."""
+    p.add_argument("--env", default=DEFAULT_ENV, help="registered env id (default: %(default)s)")
+    p.add_argument("--env-kwargs", default="{}", help=kwargs_help)
+
+
+def add_splits(p: argparse.ArgumentParser, default: Sequence[str], help: str = "splits to run on") -> None:
+    """``--splits A [B ...]`` (``--split`` too)."""
+    p.add_argument("--splits", nargs="+", default=list(default), help=f"{help} (default: %(default)s)")
+    _hidden(p, "--split", dest="splits", nargs="+")
+
+
+def add_seed(p: argparse.ArgumentParser, default: int = 0) -> None:
+    """``--seed N``: the run's seed (``--seeds N`` too)."""
+    p.add_argument("--seed", type=int, default=default, help="seed (default: %(default)s)")
+    _hidden(p, "--seeds", dest="seed", type=int)
+
+
+def add_seeds(p: argparse.ArgumentParser, default: Sequence[int] | None) -> None:
+    """``--seeds A [B ...]``: the seeds an evaluation averages over (``--seed`` too)."""
+    p.add_argument("--seeds", nargs="+", type=int, default=None if default is None else list(default),
+                   help="seeds to average over (default: %(default)s)")
+    _hidden(p, "--seed", dest="seeds", nargs="+", type=int)
+
+
+def add_limit(p: argparse.ArgumentParser, help: str = "N tasks of each split, spread evenly over it (default: all)") -> None:
+    """``--limit N``: how many tasks of each split."""
+    p.add_argument("--limit", type=positive_int, default=None, help=help)
+
+
+def add_tasks(p: argparse.ArgumentParser, help: str = "these task indices (N, A-B or A,B,C) instead of --limit",
+              *aliases: str) -> None:
+    """``--tasks I [J ...]``: task indices (ranges allowed)."""
+    p.add_argument("--tasks", nargs="+", action=_TaskIndices, default=None, help=help)
+    for alias in aliases:
+        _hidden(p, alias, dest="tasks", nargs="+", action=_TaskIndices)
+
+
+def add_workers(p: argparse.ArgumentParser, default: int = 2, help: str = "worker processes") -> None:
+    """``--workers N``."""
+    p.add_argument("--workers", type=positive_int, default=default, help=f"{help} (default: %(default)s)")
+
+
+def add_out(p: argparse.ArgumentParser, default: str, help: str = "report folder") -> None:
+    """``--out DIR``."""
+    p.add_argument("--out", default=default, help=f"{help} (default: %(default)s)")

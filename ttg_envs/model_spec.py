@@ -205,7 +205,7 @@ def load_causal_lm(spec: str | os.PathLike | ModelSource, *, cache: bool = True,
 
 def _converted(source: ModelSource) -> ModelSource:
     """The cached transformers-format copy of a GGUF model, converted on a miss."""
-    from .tokenization import _cache_root
+    from ._io import cache_root
 
     transformers = require("transformers", "hf")
     gguf_path = Path(source.path) / str(source.gguf_file)
@@ -214,7 +214,7 @@ def _converted(source: ModelSource) -> ModelSource:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     key = f"{gguf_path.stem}-{digest.hexdigest()[:16]}-tf{transformers.__version__}"
-    folder = _cache_root() / "models" / key
+    folder = cache_root() / "models" / key
     marker = folder / _COMPLETE
     if _complete(marker, digest.hexdigest()):
         return replace(source, path=str(folder), gguf_file=None)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._io import cache_root
 from ._optional import require
 
 if TYPE_CHECKING:
@@ -185,15 +186,6 @@ def _auto_tokenizer(name: str) -> TextTokenizer:
     return _wrap_transformers(AutoTokenizer.from_pretrained(name), name)
 
 
-def _cache_root() -> Path:
-    """Folder for ttg_envs' on-disk caches."""
-    if os.environ.get("TTG_ENVS_CACHE"):
-        return Path(os.environ["TTG_ENVS_CACHE"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "ttg_envs"
-    return Path.home() / ".cache" / "ttg_envs"
-
-
 def _tokenizer_cls() -> type[Tokenizer]:
     return require("tokenizers", "tokens").Tokenizer
 
@@ -209,7 +201,7 @@ def _qwen3_backend() -> Tokenizer:
             "pip install 'ttg-envs[tokens]'"
         ) from exc
     digest = hashlib.sha256(ranks_data + _CONVERSION_VERSION.encode()).hexdigest()[:16]
-    cached = _cache_root() / "tokenizers" / f"qwen3-{digest}" / "tokenizer.json"
+    cached = cache_root() / "tokenizers" / f"qwen3-{digest}" / "tokenizer.json"
     if cached.is_file():
         return _tokenizer_cls().from_file(str(cached))
     text = json.dumps(_qwen3_tokenizer_json(_parse_ranks(ranks_data)), ensure_ascii=False)

@@ -7,6 +7,7 @@ backends are imported on first use. ``NaturalSelector`` (k=1), ``RandomSelector`
 
 from .._optional import lazy_attributes
 from .base import Actor, ChatActor, SamplingParams
+from .conditions import DEFAULT_CONDITIONS, make_agent, parse_condition
 from .loading import load_actor
 from .scripted import ScriptedActor
 from .selectors import GuidedSelector, NaturalSelector, RandomSelector, Selection
@@ -14,6 +15,7 @@ from .selectors import GuidedSelector, NaturalSelector, RandomSelector, Selectio
 _LAZY = {"TransformersActor": ".hf", "VLLMActor": ".vllm", "OpenAIActor": ".http"}
 
 __all__ = [
+    "DEFAULT_CONDITIONS",
     "Actor",
     "ChatActor",
     "GuidedSelector",
@@ -26,6 +28,8 @@ __all__ = [
     "TransformersActor",
     "VLLMActor",
     "load_actor",
+    "make_agent",
+    "parse_condition",
 ]
 
 

@@ -31,12 +31,11 @@ def load_actor(spec: str | Actor, sampling: SamplingParams | Mapping[str, Any] |
     if not sep or scheme not in _SCHEMES or not rest:
         raise ValueError(f"actor spec must be one of {', '.join(s + ':...' for s in _SCHEMES)}; got {spec!r}")
     if scheme == "scripted":
+        from ..registry import parse_policy
         from .scripted import ScriptedActor
 
-        policy, _, eps = rest.partition(":")
-        if eps:
-            kwargs["eps"] = float(eps)
-        return ScriptedActor(policy, seed=seed, **kwargs)
+        policy = parse_policy(rest)
+        return ScriptedActor(policy.name, seed=seed, **{**kwargs, **policy.kwargs})
     if isinstance(sampling, Mapping):  # e.g. from a JSON --actor-kwargs '{"sampling": {"max_tokens": 64}}'
         sampling = SamplingParams(**sampling)
     sampling = sampling or SamplingParams()

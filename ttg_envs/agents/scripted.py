@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import gymnasium as gym
 
 from ..core import Generation
-from ..envs import policy_factory
+from ..registry import policy_factory
 from ..tokenization import load_tokenizer
 
 

@@ -1,22 +1,25 @@
-"""Rollout runners, metrics, reports and plots."""
+"""Rollouts of scripted policies, evaluation under selection conditions, reports and plots (over :mod:`ttg_envs.runner`)."""
 
-from .evaluate import DEFAULT_CONDITIONS, evaluate, evaluation_jobs, make_agent, parse_condition
-from .report import guidance_wins, markdown_table as seed_markdown_table, seed_summary
-from .rollout import EpisodeResult, RolloutJob, markdown_table, run_episode, run_jobs, summarize
+from ..runner import EpisodeResult, EpisodeTask, run_episode, run_tasks
+from .evaluate import DEFAULT_CONDITIONS, evaluate, evaluation_tasks, make_agent, parse_condition
+from .report import guidance_wins, markdown_table, seed_summary
+from .rollout import rollout, rollout_table, rollout_tasks, summarize
 
 __all__ = [
     "DEFAULT_CONDITIONS",
     "EpisodeResult",
-    "RolloutJob",
+    "EpisodeTask",
     "evaluate",
-    "evaluation_jobs",
+    "evaluation_tasks",
     "guidance_wins",
     "make_agent",
     "markdown_table",
     "parse_condition",
+    "rollout",
+    "rollout_table",
+    "rollout_tasks",
     "run_episode",
-    "run_jobs",
-    "seed_markdown_table",
+    "run_tasks",
     "seed_summary",
     "summarize",
 ]

@@ -42,20 +42,10 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
     """
     if panel not in PANELS:
         raise ValueError(f"unknown panel {panel!r}; expected one of {', '.join(PANELS)}")
-    from functools import cache
+    from ..runner import num_tasks, spread_indices
 
-    import gymnasium as gym
-
-    import ttg_envs  # noqa: F401  (registers the ids)
-
-    from .rollout import spread_indices
-
-    @cache
     def count(split: str) -> int:
-        env = gym.make(env_id, **{**env_kwargs, "split": split})
-        n = env.unwrapped.num_tasks
-        env.close()
-        return n
+        return num_tasks(env_id, {**env_kwargs, "split": split})
 
     try:
         count(meter_split)
@@ -78,13 +68,11 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
 
 def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_indices: Sequence[int], out: Path, *,
                      seed: int, workers: int, epochs: int, policies: Sequence[str] = METER_POLICIES) -> Path:
-    """``ttg train-meter``: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
-    from ..training import meter_cli
+    """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
+    from ..training.meter.pipeline import train_meter
 
-    meter_cli.train_main(["--env", env_id, "--env-kwargs", json.dumps(env_kwargs), "--split", split,
-                          "--tasks", *map(str, meter_indices), "--policies", *policies, "--backbone", "encoder:tiny",
-                          "--epochs", str(epochs), "--seed", str(seed), "--workers", str(workers), "--out", str(out)])
-    return out / "meter"
+    return train_meter(out, env=env_id, env_kwargs=env_kwargs, split=split, tasks=meter_indices, policies=policies,
+                       backbone="encoder:tiny", epochs=epochs, seed=seed, workers=workers)
 
 
 def run_demo(args: Any) -> int:

@@ -8,7 +8,9 @@ from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any, Sequence
 
-from .rollout import EpisodeResult, write_report
+from .._io import markdown_table as _markdown_table
+from ..runner import EpisodeResult
+from .rollout import write_report
 
 _ORDER = {"natural": 0, "random": 1, "guided": 2}
 
@@ -43,20 +45,17 @@ def seed_summary(results: Sequence[EpisodeResult], actor: str = "") -> list[dict
 def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) -> str:
     """A Markdown table of :func:`seed_summary` rows: mean +- std over seeds (overall rows unless ``per_type``;
     ``n/a`` where a row has a single seed)."""
-    lines = ["| actor | split | condition | task type | seeds | episodes | success rate (%) | avg steps | avg tokens |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        if r["task_type"] != "all" and not per_type:
-            continue
+    def cells(r: dict[str, Any]) -> tuple:
         one = len(r["seeds"]) < 2  # no spread over seeds to show
         rate_sd = "n/a" if one else f"{100 * r['success_rate_std']:.1f}"
         steps_sd = "n/a" if one else f"{r['avg_steps_std']:.2f}"
-        lines.append(
-            f"| {r['actor']} | {r['split']} | {r['condition']} | {r['task_type']} | {len(r['seeds'])} | {r['episodes']} | "
-            f"{100 * r['success_rate_mean']:.1f} ± {rate_sd} | "
-            f"{r['avg_steps_mean']:.2f} ± {steps_sd} | {r['avg_tokens_mean']:.0f} |"
-        )
-    return "\n".join(lines)
+        return (r["actor"], r["split"], r["condition"], r["task_type"], len(r["seeds"]), r["episodes"],
+                f"{100 * r['success_rate_mean']:.1f} ± {rate_sd}", f"{r['avg_steps_mean']:.2f} ± {steps_sd}",
+                f"{r['avg_tokens_mean']:.0f}")
+
+    return _markdown_table(
+        ("actor", "split", "condition", "task type", "seeds", "episodes", "success rate (%)", "avg steps", "avg tokens"),
+        (cells(r) for r in rows if r["task_type"] == "all" or per_type), right=5)
 
 
 def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]:

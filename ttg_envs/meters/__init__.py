@@ -13,11 +13,11 @@ from .base import (
     Estimate,
     History,
     ProgressMeter,
-    ScriptedMeter,
     history_key,
 )
 from .loading import load_meter
 from .prompt import METER_SYSTEM_PROMPT, PromptConfig, meter_messages, render_history
+from .scripted import ScriptedMeter
 
 _LAZY = {
     "TransformersMeter": ".hf",

@@ -1,4 +1,4 @@
-"""The meter's answer format (DESIGN.md) and its strict parser.
+"""The meter's answer format (README, "Progress meters") and its strict parser.
 
 A generative meter answers ``{"can_complete": true, "remaining_tokens": 420}`` or
 ``{"can_complete": false, "remaining_tokens": null}``. The answer always starts with

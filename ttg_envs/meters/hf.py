@@ -13,13 +13,13 @@ from typing import Any
 from .._optional import require
 from .answer import ANSWER_PREFIX, parse_answer
 from .base import CachedMeter, Estimate, History
-from .prompt import PromptConfig, TokenCounter, meter_messages
+from .prompt import CountTokens, PromptConfig, meter_messages
 
 #: File that marks a folder as a saved meter and says which backend loads it.
 METER_CONFIG = "meter.json"
 
 
-def token_counter(tokenizer: Any) -> TokenCounter:
+def token_counter(tokenizer: Any) -> CountTokens:
     """A memoised token count with ``tokenizer`` (no special tokens added)."""
 
     @lru_cache(maxsize=65536)
@@ -29,7 +29,7 @@ def token_counter(tokenizer: Any) -> TokenCounter:
     return count
 
 
-def chat_prompt(tokenizer: Any, history: History, config: PromptConfig, count: TokenCounter) -> str:
+def chat_prompt(tokenizer: Any, history: History, config: PromptConfig, count: CountTokens) -> str:
     """The meter prompt for ``history`` in the model's chat template, ready for the answer."""
     messages = meter_messages(history, count, config)
     kwargs = {"tokenize": False, "add_generation_prompt": True}

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..model_spec import ModelNotFoundError, looks_local
+from ..registry import ENV_SPECS
 from .base import ProgressMeter
-from .ready import READY_METERS, ready_meter_path
 from .hf import METER_CONFIG
+from .ready import ready_meter_path
 
 _SCHEMES = ("hf", "transformers", "vllm", "openai", "encoder")
 
@@ -37,16 +38,27 @@ def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> Progre
         if hasattr(spec, "estimate"):
             return spec
         raise TypeError(f"cannot make a meter from {type(spec).__name__}")
-    text = os.fspath(spec)
-    if text in READY_METERS and not Path(text).exists():
+    scheme, text = _parse(os.fspath(spec))
+    if scheme == "ready":
         return _from_scheme("encoder", str(ready_meter_path(text)), kwargs)
-    scheme, sep, rest = text.partition(":")
-    if sep and scheme in _SCHEMES and not Path(text).exists():
-        return _from_scheme(scheme, rest, kwargs)
+    if scheme:
+        return _from_scheme(scheme, text, kwargs)
     _check_local(text)
     config = Path(text) / METER_CONFIG
     kind = json.loads(config.read_text()).get("kind", "transformers") if config.is_file() else "transformers"
     return _from_scheme("encoder" if kind == "encoder" else "hf", text, kwargs)
+
+
+def _parse(text: str) -> tuple[str | None, str]:
+    """(scheme, rest) of a spec: ``"ready"`` and the env id for a registered env id, a scheme of
+    :data:`_SCHEMES` and what follows it, or None and the text for a path or hub id. An existing
+    path always wins (a folder may be named ``hf:x``)."""
+    if Path(text).exists():
+        return None, text
+    if text in ENV_SPECS:
+        return "ready", text
+    scheme, sep, rest = text.partition(":")
+    return (scheme, rest) if sep and scheme in _SCHEMES else (None, text)
 
 
 def _from_scheme(scheme: str, rest: str, kwargs: dict[str, Any]) -> ProgressMeter:
@@ -75,16 +87,11 @@ def _from_scheme(scheme: str, rest: str, kwargs: dict[str, Any]) -> ProgressMete
 def check_meter_spec(spec: str | os.PathLike) -> None:
     """Raise :class:`~ttg_envs.model_spec.ModelNotFoundError` at once if ``spec`` names a local path that
     does not exist (``hf:``/``encoder:`` specs included); loads nothing."""
-    text = os.fspath(spec)
-    if text in READY_METERS and not Path(text).exists():
+    scheme, text = _parse(os.fspath(spec))
+    if scheme == "ready":
         ready_meter_path(text)
-        return
-    scheme, sep, rest = text.partition(":")
-    if sep and scheme in ("hf", "transformers", "encoder") and not Path(text).exists():
-        text = rest
-    elif sep and scheme in _SCHEMES and not Path(text).exists():
-        return
-    _check_local(text)
+    elif scheme in (None, "hf", "transformers", "encoder"):
+        _check_local(text)
 
 
 def _check_local(text: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from .answer import ANSWER_PREFIX
 
 #: Counts the tokens of a text.
-TokenCounter = Callable[[str], int]
+CountTokens = Callable[[str], int]
 
 METER_SYSTEM_PROMPT = (
     "You are a progress meter for an AI agent. Read the agent's task and its interaction history so far. "
@@ -77,7 +77,7 @@ def _header(message: Mapping[str, Any], index: int, task_index: int) -> str:
     return "## Environment"
 
 
-def _cut_head(text: str, budget: int, count: TokenCounter) -> str:
+def _cut_head(text: str, budget: int, count: CountTokens) -> str:
     """The longest prefix of ``text`` (plus a marker) within ``budget`` tokens."""
     if count(text) <= budget:
         return text
@@ -91,7 +91,7 @@ def _cut_head(text: str, budget: int, count: TokenCounter) -> str:
     return text[:lo] + " [...]"
 
 
-def _cut_tail(text: str, budget: int, count: TokenCounter) -> str:
+def _cut_tail(text: str, budget: int, count: CountTokens) -> str:
     """The longest suffix of ``text`` (after a marker) within ``budget`` tokens."""
     if count(text) <= budget:
         return text
@@ -105,7 +105,7 @@ def _cut_tail(text: str, budget: int, count: TokenCounter) -> str:
     return _CUT + text[lo:]
 
 
-def render_history(history: Sequence[Mapping[str, Any]], count: TokenCounter, config: PromptConfig = PromptConfig()) -> str:
+def render_history(history: Sequence[Mapping[str, Any]], count: CountTokens, config: PromptConfig = PromptConfig()) -> str:
     """The history as the meter reads it, within ``config.max_tokens`` tokens of ``count``.
 
     Blocks are ``## Task``, ``## Agent``, ``## Environment`` and ``## Tool result``; the task
@@ -151,7 +151,7 @@ def render_history(history: Sequence[Mapping[str, Any]], count: TokenCounter, co
     return "\n\n".join(parts)
 
 
-def meter_messages(history: Sequence[Mapping[str, Any]], count: TokenCounter, config: PromptConfig = PromptConfig()) -> list[dict[str, str]]:
+def meter_messages(history: Sequence[Mapping[str, Any]], count: CountTokens, config: PromptConfig = PromptConfig()) -> list[dict[str, str]]:
     """The meter's chat input: its system prompt and one user message with the rendered history."""
     return [
         {"role": "system", "content": config.system_prompt},
@@ -159,6 +159,6 @@ def meter_messages(history: Sequence[Mapping[str, Any]], count: TokenCounter, co
     ]
 
 
-def _memo(count: TokenCounter) -> TokenCounter:
+def _memo(count: CountTokens) -> CountTokens:
     memo = getattr(count, "cache_info", None)
     return count if memo is not None else lru_cache(maxsize=4096)(count)

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..tokenization import _cache_root
+from .._io import cache_root
 
 
 def index_root() -> Path:
     """``$TTG_ENVS_CACHE/retrieval`` (default ``~/.cache/ttg_envs/retrieval``)."""
-    return _cache_root() / "retrieval"
+    return cache_root() / "retrieval"
 
 
 def cache_key(backend: str, fingerprint: str, settings: dict[str, Any]) -> str:

@@ -8,9 +8,7 @@ Search-R1 and PaperSearchQA store a corpus as JSON lines ``{"id": ..., "contents
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
+
+from .._io import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,6 @@ def document_from_record(record: dict[str, Any]) -> Document:
             raise ValueError(f"corpus record {record['id']!r} has neither 'contents' nor 'text'/'abstract'")
         contents = f"\"{record.get('title', '')}\"\n{body}"
     return Document(str(record["id"]), contents)
-
-
-def read_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """Yield the JSON records of a ``.jsonl`` or ``.jsonl.gz`` file, skipping blank lines."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
 
 
 def load_corpus(path: str | os.PathLike, *, progress: bool = True) -> Corpus:

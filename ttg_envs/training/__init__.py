@@ -1,3 +1,3 @@
-"""Training-side code: DeltaTTG credit assignment (``credit``); progress-meter data (``ttg_datasets``),
-SFT (``meter_sft``), GRPO (``meter_grpo``), encoder-meter training (``meter_regression``), evaluation
-(``meter_eval``), tiny CPU models (``tiny_models``) and the ``train-meter``/``eval-meter`` commands (``meter_cli``)."""
+"""Training, split by what it trains: the actor (:mod:`.actor`: loss, rollouts, advantages, trainer,
+verl plugin) and the progress meter (:mod:`.meter`: datasets, SFT, GRPO, regression, evaluation);
+tiny CPU models for both (``tiny_models``). The credit maths is :mod:`ttg_envs.credit`."""

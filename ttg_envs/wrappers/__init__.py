@@ -2,18 +2,22 @@
 
 from .branching import BranchableWrapper, Trial, branch, try_actions
 from .lookahead import Lookahead
+from .plan_length import PlanLength
 from .progress_meter import ProgressMeterWrapper, score_actions
 from .recorder import TrajectoryRecorder, read_trajectories, write_trajectory
+from .stack import make_env
 from .token_counter import TokenCounter, token_to_go
 
 __all__ = [
     "BranchableWrapper",
     "Lookahead",
+    "PlanLength",
     "ProgressMeterWrapper",
     "TokenCounter",
     "TrajectoryRecorder",
     "Trial",
     "branch",
+    "make_env",
     "read_trajectories",
     "score_actions",
     "token_to_go",

@@ -17,15 +17,10 @@ import gymnasium as gym
 import numpy as np
 
 from ..core import Generation
+from ..credit import step_costs
 from ..meters.base import Estimate, ProgressMeter
-from ..training.credit import step_costs
-from ..training.paper_settings import PAPER_SETTINGS
+from ..registry import env_settings
 from .branching import BranchableWrapper, Trial, branch
-
-#: Failure cost C per env, from the table 4 settings the trainer uses too; any other env gets
-#: :data:`DEFAULT_FAILURE_COST`.
-FAILURE_COSTS: dict[str, float] = {env_id: s.failure_cost for env_id, s in PAPER_SETTINGS.items()}
-DEFAULT_FAILURE_COST = 16384.0
 
 
 def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:
@@ -41,8 +36,8 @@ def anchored_cost(success: bool, failure_cost: float) -> float:
 
 
 def failure_cost_for(env_id: str | None) -> float:
-    """C for the registered id ``env_id`` from paper table 4 (16384 when unknown)."""
-    return float(FAILURE_COSTS.get(env_id, DEFAULT_FAILURE_COST))
+    """C for the registered id ``env_id`` from its :class:`~ttg_envs.envs.EnvSpec` (paper table 4; 16384 when unknown)."""
+    return float(env_settings(env_id).failure_cost)
 
 
 def default_failure_cost(env: gym.Env) -> float:
@@ -57,7 +52,7 @@ class ProgressMeterWrapper(BranchableWrapper):
     Args:
         env: the env (any stack over a ``TextEnv``); usually over a ``TokenCounter``.
         meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
-        failure_cost: C of eq. 7 (default: paper table 4 for the env, see :data:`FAILURE_COSTS`).
+        failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvSpec``).
 
     Attributes:
         costs: c_0..c_t of the episode so far (the last one anchored once the episode ended).

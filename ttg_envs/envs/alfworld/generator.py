@@ -46,9 +46,7 @@ kitchens, so an env should not ask for it on every step.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import io
 import json
 import multiprocessing
 import os
@@ -63,34 +61,28 @@ from typing import Any
 
 import numpy as np
 
+from ..._io import gzip_lines, read_jsonl, write_manifest
 from ..._optional import require
+from .games import ALFWORLD_DIR, make_game
+from .tasks import SPLITS, TASK_TYPES
 
-# Without the `alfworld` extra, importing this module (and so any bundled task list) raises the
-# one-line MissingExtraError naming it.
-alfworld = require("alfworld", "alfworld")
+# Without the `alfworld` extra, importing this module raises the one-line MissingExtraError naming it.
 C = require("alfworld.gen.constants", "alfworld")
 gdict = require("alfworld.gen.goal_library", "alfworld").gdict
 
 GENERATOR_VERSION = "1.0"
 DATA_DIR = Path(__file__).resolve().parent / "data"
-ALFWORLD_DIR = Path(alfworld.__file__).resolve().parent
 LAYOUT_DIR = ALFWORLD_DIR / "gen" / "layouts"
 
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "look_at_obj_in_light",
-    "pick_two_obj_and_place",
-)
-SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
+#: The task types (:data:`.tasks.TASK_TYPES`) in the order the generator draws and writes them;
+#: the bundle's bytes depend on it (alfworld's numbering with ``look_at_obj_in_light`` fifth).
+GENERATION_ORDER: tuple[str, ...] = tuple(TASK_TYPES[i] for i in (0, 2, 3, 4, 1, 5))
 
 #: Tasks per split and type; the valid splits follow the paper's appendix A (140 seen, 134 unseen).
 SPLIT_COUNTS: dict[str, dict[str, int]] = {
-    "train": {t: 100 for t in TASK_TYPES},
-    "valid_seen": dict(zip(TASK_TYPES, (35, 27, 16, 25, 13, 24))),
-    "valid_unseen": dict(zip(TASK_TYPES, (24, 31, 23, 21, 18, 17))),
+    "train": {t: 100 for t in GENERATION_ORDER},
+    "valid_seen": dict(zip(GENERATION_ORDER, (35, 27, 16, 25, 13, 24))),
+    "valid_unseen": dict(zip(GENERATION_ORDER, (24, 31, 23, 21, 18, 17))),
 }
 
 ROOM_FLOORPLANS: dict[str, tuple[int, ...]] = {
@@ -458,28 +450,6 @@ def _draw_scene(split: str, task_type: str, index: int, seed: int, attempt: int)
     }
 
 
-@cache
-def _domain_text() -> str:
-    return (ALFWORLD_DIR / "data" / "alfred.pddl").read_text()
-
-
-@cache
-def _grammar_text() -> str:
-    return (ALFWORLD_DIR / "data" / "alfred.twl2").read_text()
-
-
-def make_game(task: dict[str, Any]) -> dict[str, Any]:
-    """The game dict ``PddlEnv.load`` accepts for one task line (domain, grammar with the task
-    sentence in place of ``UNKNOWN GOAL``, problem, ``solvable``, ``walkthrough``)."""
-    return {
-        "pddl_domain": _domain_text(),
-        "grammar": _grammar_text().replace("UNKNOWN GOAL", task["goal"]),
-        "pddl_problem": task["pddl_problem"],
-        "solvable": True,
-        "walkthrough": list(task["walkthrough"]),
-    }
-
-
 def make_engine(policy_commands: bool = False) -> Any:
     """A ``PddlEnv`` wrapped like ALFWorld's text env (``AlfredDemangler`` + ``AlfredInfos``)."""
     import textworld
@@ -563,7 +533,7 @@ def task_line(task: dict[str, Any]) -> str:
 
 def split_jobs(split: str) -> list[tuple[str, str, int]]:
     """(split, type, index) of every task of a split, in file order."""
-    return [(split, t, i) for t in TASK_TYPES for i in range(SPLIT_COUNTS[split][t])]
+    return [(split, t, i) for t in GENERATION_ORDER for i in range(SPLIT_COUNTS[split][t])]
 
 
 def _job(args: tuple[str, str, int, int]) -> str:
@@ -572,7 +542,7 @@ def _job(args: tuple[str, str, int, int]) -> str:
 
 
 def generate_split(split: str, seed: int = 0, workers: int = 1, progress: bool = True) -> list[str]:
-    """All task lines of a split in file order (types in :data:`TASK_TYPES` order, then index)."""
+    """All task lines of a split in file order (types in :data:`GENERATION_ORDER`, then index)."""
     from tqdm import tqdm
 
     jobs = [(s, t, i, seed) for s, t, i in split_jobs(split)]
@@ -593,20 +563,14 @@ def generate_split(split: str, seed: int = 0, workers: int = 1, progress: bool =
 
 def write_jsonl_gz(path: Path, lines: Iterable[str]) -> str:
     """Write lines as a byte-reproducible gzip (mtime 0, no file name); return its sha256."""
-    raw = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
-        for line in lines:
-            gz.write(line.encode("utf-8") + b"\n")
-    data = raw.getvalue()
+    data = gzip_lines(lines)
     path.write_bytes(data)
     return hashlib.sha256(data).hexdigest()
 
 
 def read_split(split: str, data_dir: Path = DATA_DIR) -> Iterator[dict[str, Any]]:
     """Yield the tasks of a bundled split file in order."""
-    with gzip.open(data_dir / f"{split}.jsonl.gz", "rt", encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)
+    yield from read_jsonl(data_dir / f"{split}.jsonl.gz")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -630,13 +594,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generator_version": GENERATOR_VERSION,
         "seed": args.seed,
         "held_out_floorplans": list(HELD_OUT_FLOORPLANS),
-        "task_types": list(TASK_TYPES),
+        "task_types": list(GENERATION_ORDER),
     })
     for split in args.splits:
         start = time.perf_counter()
         lines = generate_split(split, args.seed, workers=args.workers)
         sha = write_jsonl_gz(args.out / f"{split}.jsonl.gz", lines)
-        counts = {t: 0 for t in TASK_TYPES}
+        counts = {t: 0 for t in GENERATION_ORDER}
         for line in lines:
             counts[json.loads(line)["type"]] += 1
         floorplans = sorted({json.loads(line)["floorplan"] for line in lines}, key=lambda f: int(f[9:]))
@@ -644,7 +608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "counts": counts, "floorplans": floorplans}
         print(f"{split}: {len(lines)} tasks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     manifest["splits"] = {s: manifest["splits"][s] for s in SPLITS if s in manifest["splits"]}
-    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_manifest(manifest_path, manifest)
     return 0
 
 

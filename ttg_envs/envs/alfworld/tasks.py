@@ -7,13 +7,14 @@ every machine.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+
+from ..._io import read_jsonl
 
 #: The six ALFWorld task types, in alfworld's numbering order.
 TASK_TYPES: tuple[str, ...] = (
@@ -91,7 +92,7 @@ def _check_split(split: str) -> None:
 
 def _bundled_tasks(split: str) -> list[AlfredTask]:
     _check_split(split)
-    from .generator import make_game
+    from .games import make_game
 
     return [
         AlfredTask(r["id"], r["type"], split, "bundled", r["goal"], tuple(r["walkthrough"]), _game=lambda r=r: make_game(r))
@@ -104,9 +105,7 @@ def _bundled_records(split: str) -> tuple[dict[str, Any], ...]:
     path = BUNDLED_DATA_DIR / f"{split}.jsonl.gz"
     if not path.exists():
         raise FileNotFoundError(f"bundled ALFWorld split missing: {path}")
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    return tuple(sorted(records, key=lambda r: r["id"]))
+    return tuple(sorted(read_jsonl(path), key=lambda r: r["id"]))
 
 
 def _official_tasks(split: str) -> list[AlfredTask]:

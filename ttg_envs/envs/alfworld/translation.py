@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ...tokenization import _cache_root
+from ..._io import cache_root
 
 #: Bump when what an entry holds changes.
 CACHE_FORMAT = 1
@@ -46,7 +46,7 @@ def _engine_versions() -> str:
 
 def cache_dir() -> Path:
     """Folder of the translation cache."""
-    return _cache_root() / "alfworld" / "translations"
+    return cache_root() / "alfworld" / "translations"
 
 
 @dataclass

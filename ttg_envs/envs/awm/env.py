@@ -31,7 +31,7 @@ from . import db, isolation
 from .folder import EpisodeFolder
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
-from .runtime import AppProcess, SandboxError, SandboxTimeout, Verdict, copy_out, Zygote, run_verifier
+from .runtime import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
 
 BUNDLED_DATA_DIR = Path(__file__).parent / "data"
 INSTRUCTIONS = (

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...retrieval.corpus import read_jsonl
+from ..._io import read_jsonl
 
 #: The files a scenario needs, by role.
 FILES: dict[str, str] = {

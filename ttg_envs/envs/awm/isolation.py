@@ -50,9 +50,8 @@ def _python_roots() -> list[str]:
     for entry in sys.path:
         if entry and os.path.basename(entry) in ("site-packages", "dist-packages") and os.path.isdir(entry):
             roots.add(entry)
-    import ttg_envs
-
-    roots.add(os.path.dirname(os.path.realpath(ttg_envs.__file__)))
+    # The ttg_envs package folder (three levels up from envs/awm/isolation.py).
+    roots.add(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
     roots = sorted(os.path.realpath(r) for r in roots if r and os.path.isdir(r))
     # Drop a root that lies inside another (bwrap would bind it twice).
     return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ...retrieval.corpus import read_jsonl
+from ..._io import read_jsonl
 from ...tools import ToolCall, format_tool_calls
 from ..noisy import EXPERT_POLICY_NAMES, NoisyPolicy, make_expert_policy
 from .env import BUNDLED_DATA_DIR, AWMEnv

@@ -159,9 +159,9 @@ def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mappin
         if head in _REFUSED_NAMES:
             raise Exception(f"Function call {head} is not allowed.")
         value = _Evaluator(instances).run(prefixed)
-        if type(value) == str:  # the harness tests the exact type
+        if type(value) is str:  # the harness tests the exact type
             return value
-        if type(value) == dict:
+        if type(value) is dict:
             try:
                 return json.dumps(value)
             except Exception:

@@ -15,8 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..._io import read_jsonl
 from ..._optional import require
-from ...retrieval.corpus import read_jsonl
 
 SPLITS: tuple[str, ...] = ("train", "test")
 SUBSETS: tuple[str, ...] = ("all", "original", "paraphrased")

@@ -26,14 +26,14 @@ Regenerate (byte-identical for the same seed, ~2 s)::
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import io
 import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..._io import gzip_lines, write_manifest
 
 GENERATOR_VERSION = "1.0"
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -474,11 +474,7 @@ def generate(seed: int = 0) -> tuple[list[dict], dict[str, list[dict]], dict[str
 
 
 def _gzip_lines(records: Sequence[dict]) -> bytes:
-    raw = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
-        for record in records:
-            gz.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
-    return raw.getvalue()
+    return gzip_lines(json.dumps(record, ensure_ascii=False) for record in records)
 
 
 def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
@@ -498,7 +494,7 @@ def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
         "seed": seed, "synthetic": True, "documents": len(corpus),
         "rows": {split: len(r) for split, r in rows.items()}, "sha256": hashes,
     }
-    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_manifest(out / "MANIFEST.json", manifest)
     return hashes
 
 

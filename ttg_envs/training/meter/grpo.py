@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .._optional import require
-from ..meters.answer import parse_answer
-from ..meters.base import Estimate
-from ..meters.hf import chat_prompt, token_counter
-from ..meters.prompt import PromptConfig
-from .meter_sft import cosine_schedule
-from .ttg_datasets import MeterExample
+from ..._optional import require
+from ...meters.answer import parse_answer
+from ...meters.base import Estimate
+from ...meters.hf import chat_prompt, token_counter
+from ...meters.prompt import PromptConfig
+from .datasets import MeterExample
+from .sft import cosine_schedule
 
 
 def token_accuracy(predicted: float | None, target: float | None) -> float:
@@ -78,7 +78,7 @@ def grpo(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt
     ``reference`` (a frozen copy of the starting model) is needed only when ``config.beta > 0``.
     """
     torch = require("torch", "hf")
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     if config.beta > 0 and reference is None:
         raise ValueError("GRPO with beta > 0 needs a frozen reference model")

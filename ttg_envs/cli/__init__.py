@@ -17,37 +17,18 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .cli_args import positive_int
+from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_workers, positive_int
 
 
 def _rollout(args: argparse.Namespace) -> int:
-    import gymnasium as gym
+    from ..eval.rollout import rollout, rollout_table, summarize, write_report
 
-    import ttg_envs  # noqa: F401  (registers the ids)
-
-    from .envs import policy_factory
-    from .eval.rollout import RolloutJob, markdown_table, run_jobs, spread_indices, summarize, write_report
-    from .training.meter_cli import parse_policy
-
-    make_policy = policy_factory(args.env)
-    jobs = []
-    for split in args.splits:
-        env_kwargs = {"split": split, **json.loads(args.env_kwargs)}
-        probe = gym.make(args.env, **env_kwargs)
-        n = probe.unwrapped.num_tasks
-        probe.close()
-        indices = spread_indices(n, args.limit)
-        for spec in args.policies:
-            policy, kwargs, file_label = parse_policy(spec)  # name[:eps], as train-meter takes them
-            if policy == "noisy_expert" and not kwargs:
-                kwargs = {"eps": args.eps}
-            record = str(Path(args.out) / f"trajectories-{split}-{file_label}.jsonl") if args.record else None
-            jobs.append(RolloutJob(args.env, env_kwargs, policy, kwargs, indices, args.seed, record, label=spec))
     start = time.perf_counter()
-    results = run_jobs(jobs, make_policy, workers=args.workers)
+    results = rollout(args.env, args.splits, args.policies, workers=args.workers, seed=args.seed, limit=args.limit,
+                      env_kwargs=json.loads(args.env_kwargs), eps=args.eps, record_dir=args.out if args.record else None)
     elapsed = time.perf_counter() - start
     rows = summarize(results)
-    table = markdown_table(rows, per_type=args.per_type)
+    table = rollout_table(rows, per_type=args.per_type)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config = {k: v for k, v in vars(args).items() if k != "func"}
@@ -61,8 +42,8 @@ def _rollout(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .eval.evaluate import evaluate
-    from .eval.report import guidance_wins, seed_summary, write_outputs
+    from ..eval.evaluate import evaluate
+    from ..eval.report import guidance_wins, seed_summary, write_outputs
 
     start = time.perf_counter()
     results = evaluate(args.env, args.splits, args.conditions, args.actor, seeds=args.seeds, meter=args.meter,
@@ -75,56 +56,57 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .eval.demo import run_demo
+    from ..eval.demo import run_demo
 
     return run_demo(args)
 
 
 def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None:
-    p.add_argument("--env", default="ttg/ALFWorld-v0", help="registered env id (default: %(default)s)")
-    p.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
-    p.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"])
+    add_env(p)
+    add_splits(p, ["valid_seen", "valid_unseen"])
     p.add_argument("--conditions", nargs="+", default=["natural", "random-4", "guided-4"],
                    help="natural, random-<k>, guided-<k> (default: %(default)s)")
     p.add_argument("--actor", default=actor,
                    help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> "
                         "(default: %(default)s)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")
-    p.add_argument("--out", default=out, help="report folder (default: %(default)s)")
+    add_seeds(p, [0, 1, 2])
+    add_workers(p)
+    add_out(p, out)
 
 
 def _generate_alfworld(argv: Sequence[str]) -> int:
-    from .envs.alfworld.generator import main
+    from ..envs.alfworld.generator import main
 
     return main(list(argv)) or 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``ttg``."""
+    """The argument parser of ``ttg``: every subcommand, its flags declared through :mod:`ttg_envs.cli_args`."""
+    from .meter import add_eval_meter, add_train_meter
+    from .train import add_train
+
     parser = argparse.ArgumentParser(prog="ttg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     ro = sub.add_parser("rollout", help="success rate and average steps of scripted policies")
-    ro.add_argument("--env", default="ttg/ALFWorld-v0", help="registered env id (default: %(default)s)")
-    ro.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
-    ro.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"])
+    add_env(ro)
+    add_splits(ro, ["valid_seen", "valid_unseen"])
     ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"],
                     help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: %(default)s)")
     ro.add_argument("--eps", type=float, default=0.3, help="random-action probability of a bare noisy_expert (default: %(default)s)")
-    ro.add_argument("--seed", type=int, default=0)
-    ro.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
-    ro.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: %(default)s)")
+    add_seed(ro)
+    add_limit(ro)
+    add_workers(ro)
     ro.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ro.add_argument("--record", action="store_true", help="write trajectories (JSONL) next to the report")
-    ro.add_argument("--out", default="runs/rollout", help="report folder (default: %(default)s)")
+    add_out(ro, "runs/rollout")
     ro.set_defaults(func=_rollout)
 
     ev = sub.add_parser("eval", help="an actor under natural, random-of-k and guided-of-k selection")
     _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
     ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
-    ev.add_argument("--limit", type=positive_int, default=None, help="N tasks of each split, spread evenly over it (default: all)")
+    add_limit(ev)
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
@@ -132,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
     de.set_defaults(seeds=None)  # the panel's seeds unless given
     de.add_argument("--meter", default=None, help="use this meter instead of training one")
-    de.add_argument("--tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
+    # --limit: evaluated tasks per split, as in rollout and eval (--tasks N, its old spelling, still parses).
+    de.add_argument("--limit", dest="tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
+    de.add_argument("--tasks", dest="tasks", type=positive_int, help=argparse.SUPPRESS)
     de.add_argument("--panel", default="heldout", choices=("heldout", "development"),
                     help="heldout: 20 tasks per split and seeds 3-5 never used to choose the demo's settings "
                          "(default); development: the 10 tasks and seeds 0-2 they were chosen on")
@@ -144,10 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "noisy_expert:0.5, noisy_expert:1)")
     de.set_defaults(func=_demo)
 
+    add_train_meter(sub)
+    add_eval_meter(sub)
+    add_train(sub)
+    # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)
-    sub.add_parser("train-meter", help="record trajectories and train a progress meter (see --help)", add_help=False)
-    sub.add_parser("eval-meter", help="measure a progress meter on unseen tasks (see --help)", add_help=False)
-    sub.add_parser("train", help="train an actor with DeltaTTG or a baseline (see --help)", add_help=False)
     return parser
 
 
@@ -195,17 +180,6 @@ def _one_line(exc: BaseException) -> str:
 def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "generate-alfworld":
         return _generate_alfworld(argv[1:])
-    if argv and argv[0] == "train":
-        from .training import train_cli
-
-        return train_cli.main(argv[1:])
-    if argv and argv[0] in ("train-meter", "eval-meter"):
-        from .training import meter_cli
-
-        return (meter_cli.train_main if argv[0] == "train-meter" else meter_cli.eval_main)(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

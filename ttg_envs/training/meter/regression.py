@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._optional import require
-from ..meters.encoder import EncoderMeter
-from .meter_sft import cosine_schedule
-from .ttg_datasets import Trajectory
+from ..._optional import require
+from ...meters.encoder import EncoderMeter
+from .datasets import Trajectory
+from .sft import cosine_schedule
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
                         progress: bool = True) -> list[float]:
     """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)

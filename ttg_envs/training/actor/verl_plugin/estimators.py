@@ -28,7 +28,7 @@ def make_estimator(name: str):
 
     def estimator(token_level_rewards, response_mask, index=None, config=None, non_tensor_batch=None, **_: Any):
         if non_tensor_batch is None:
-            raise KeyError(f"{name} needs the ttg_* batch fields: call ttg_envs.training.verl_plugin.install_hook()")
+            raise KeyError(f"{name} needs the ttg_* batch fields: call ttg_envs.training.actor.verl_plugin.install_hook()")
         advantages = batch_advantages(name, token_level_rewards, response_mask, index, non_tensor_batch, **credit_options())
         return advantages, advantages
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import credit
+from ..advantages import ALIASES, pad_rows, step_advantages
 
 if TYPE_CHECKING:
     import torch
@@ -26,8 +26,9 @@ FIELDS = (
     "ttg_state_keys", "ttg_success", "ttg_failure_cost",
 )
 
-#: verl estimator names this plugin registers, and the credit function each maps to.
-ESTIMATOR_NAMES = ("delta_ttg", "ttg_grpo", "ttg_gigpo", "ttg_hgpo")
+#: verl estimator names this plugin registers: ``delta_ttg`` and the ``ttg_`` aliases of the
+#: trainer's baselines (:data:`~ttg_envs.training.actor.advantages.ALIASES`; DAPO is verl's own sampling).
+ESTIMATOR_NAMES = ("delta_ttg", *(name for name, canonical in ALIASES.items() if canonical != "dapo"))
 
 
 def episode_fields(infos: Sequence[Mapping[str, Any]], token_step: Sequence[int], failure_cost: float) -> dict[str, Any]:
@@ -51,14 +52,6 @@ def episode_fields(infos: Sequence[Mapping[str, Any]], token_step: Sequence[int]
     }
 
 
-def _pad(rows: Sequence[Sequence[Any]], width: int, fill: float) -> np.ndarray:
-    out = np.full((len(rows), width), fill, dtype=float)
-    for i, row in enumerate(rows):
-        values = [fill if v is None else v for v in row][:width]
-        out[i, : len(values)] = values
-    return out
-
-
 def batch_advantages(
     estimator: str,
     token_level_rewards: torch.Tensor,
@@ -72,8 +65,7 @@ def batch_advantages(
     """Token-level advantages ``[B, L]`` (0 outside ``response_mask``) for one of :data:`ESTIMATOR_NAMES`.
 
     ``index`` is verl's ``uid`` (the prompt group of each row); R_i is the row's summed
-    ``token_level_rewards``. ``delta_ttg`` applies Algorithm 1 through
-    :func:`credit.batched_token_advantages`, the baselines through ``credit.batched_*``.
+    ``token_level_rewards``. The advantages are :func:`~ttg_envs.training.actor.advantages.step_advantages`'s.
     """
     import torch
 
@@ -86,28 +78,15 @@ def batch_advantages(
     rewards = token_level_rewards.sum(-1).float().cpu()
     groups = np.unique(np.asarray(index, dtype=object).astype(str), return_inverse=True)[1]
     n_tokens = list(non_tensor_batch["ttg_n_tokens"])
-    steps = np.array([len(n) for n in n_tokens])
-    width = max(int(steps.max()), 1)
-    length = response_mask.shape[1]
-    token_step = torch.as_tensor(_pad(non_tensor_batch["ttg_token_step"], length, -1)).long()
+    token_step = torch.as_tensor(pad_rows(non_tensor_batch["ttg_token_step"], response_mask.shape[1], -1)).long()
     # verl's response_mask is the authority on which tokens train (it may cut long responses).
     token_step = torch.where(response_mask.cpu().bool(), token_step, -1)
-    if estimator == "ttg_grpo":
-        out = credit.batched_grpo(rewards, groups, steps, token_step=token_step)
-    elif estimator in ("ttg_gigpo", "ttg_hgpo"):
-        keys = credit.encode_keys(list(non_tensor_batch["ttg_state_keys"]), width)
-        fn = credit.batched_gigpo if estimator == "ttg_gigpo" else credit.batched_hgpo
-        out = fn(rewards, groups, steps, keys, token_step=token_step)
-    else:
-        out = credit.batched_token_advantages(
-            rewards, groups, steps,
-            _pad(non_tensor_batch["ttg_can_complete"], width, 0).astype(bool),
-            _pad(non_tensor_batch["ttg_remaining"], width, np.nan),
-            np.asarray(non_tensor_batch["ttg_success"], dtype=bool),
-            _pad(n_tokens, width, 0),
-            float(np.asarray(non_tensor_batch["ttg_failure_cost"], dtype=float)[0]),
-            rho, cap,
-            valid=_pad(non_tensor_batch["ttg_valid"], width, 1).astype(bool),
-            token_step=token_step,
-        )
+    out = step_advantages(
+        estimator, rewards, groups, [len(n) for n in n_tokens],
+        can_complete=non_tensor_batch["ttg_can_complete"], remaining=non_tensor_batch["ttg_remaining"],
+        valid=non_tensor_batch["ttg_valid"], success=non_tensor_batch["ttg_success"], n_tokens=n_tokens,
+        state_keys=list(non_tensor_batch["ttg_state_keys"]),
+        failure_cost=float(np.asarray(non_tensor_batch["ttg_failure_cost"], dtype=float)[0]), rho=rho, cap=cap,
+        token_step=token_step,
+    )
     return out.to(device=response_mask.device, dtype=torch.float32) * response_mask

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..meters.answer import format_answer
-from ..meters.prompt import message_text
-from ..wrappers.recorder import read_trajectories
-from ..wrappers.token_counter import token_to_go
+from ...meters.answer import format_answer
+from ...meters.prompt import message_text
+from ...wrappers.recorder import read_trajectories
+from ...wrappers.token_counter import token_to_go
 
 
 @dataclass
@@ -111,7 +111,7 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
         elif counts is not None and None not in counts:
             ttg = token_to_go(counts)
         else:
-            from ..tokenization import load_tokenizer
+            from ...tokenization import load_tokenizer
 
             tok = load_tokenizer(tokenizer)
             ttg = token_to_go([tok.count(message_text(messages[i])) for i in actions])

@@ -2,7 +2,7 @@
 
 Each step draws ``tasks_per_step`` tasks, plays G rollouts of each through ``gym.make`` +
 ``TokenCounter`` + ``ProgressMeterWrapper``, turns the episodes' info fields into step-level
-advantages (:mod:`.episode_advantages`, which calls :mod:`.credit`), and updates the policy with
+advantages (:mod:`.advantages`, which calls :mod:`.credit`), and updates the policy with
 the token-mean clipped loss of :mod:`.actor_loss`. The ``dapo`` estimator adds DAPO's dynamic
 sampling (appendix B): more rollout batches until enough groups with varied rewards are found.
 One training row is one turn: the prompt h_t and the action's tokens, which all carry that step's
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from .._optional import require
-from . import credit
-from .actor_loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
-from ..agents.window import PromptWindow
-from .actor_rollout import Episode, HFGenerator, TokenGenerator, run_episodes
-from .episode_advantages import ESTIMATORS, episode_advantages
-from .paper_settings import paper_settings
+from ... import credit
+from ..._optional import require
+from ...agents.window import PromptWindow
+from ...registry import env_settings
+from .advantages import ESTIMATORS, episode_advantages
+from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
+from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -94,7 +94,7 @@ class TrainConfig:
 
     def resolved(self) -> TrainConfig:
         """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id``."""
-        table = paper_settings(self.env_id)
+        table = env_settings(self.env_id)
         names = {
             "tasks_per_step": "batch_size", "group_size": "group_size", "max_turns": "max_turns",
             "max_tokens_per_turn": "max_tokens_per_turn", "lr": "lr", "kl_coef": "kl_coef",
@@ -163,7 +163,7 @@ class Trainer:
         history = []
         bar = None
         if progress:
-            from ..progress import progress_bar
+            from ...progress import progress_bar
 
             bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
         while self.step_index < total:
@@ -384,20 +384,12 @@ class Trainer:
         return self._pool
 
     def _env_pool(self, n: int) -> list[Any]:
-        import gymnasium as gym
-
-        import ttg_envs  # noqa: F401  (registers the ids)
-
-        from ..wrappers import TokenCounter
-        from ..wrappers.progress_meter import ProgressMeterWrapper
+        from ...wrappers import make_env
 
         cfg = self.config
         while len(self._envs) < n:
-            env = gym.make(cfg.env_id, max_steps=cfg.max_turns, **cfg.env_kwargs)
-            env = TokenCounter(env, tokenizer=self.tokenizer)
-            if self.meter is not None:
-                env = ProgressMeterWrapper(env, self.meter, failure_cost=cfg.failure_cost)
-            self._envs.append(env)
+            self._envs.append(make_env(cfg.env_id, tokenizer=self.tokenizer, meter=self.meter, failure_cost=cfg.failure_cost,
+                                       max_steps=cfg.max_turns, **cfg.env_kwargs))
         return self._envs[:n]
 
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._optional import require
-from ..meters.hf import chat_prompt, token_counter
-from ..meters.prompt import PromptConfig
-from .ttg_datasets import MeterExample
+from ..._optional import require
+from ...meters.hf import chat_prompt, token_counter
+from ...meters.prompt import PromptConfig
+from .datasets import MeterExample
 
 IGNORE_INDEX = -100
 
@@ -75,7 +75,7 @@ def sft(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt:
         config: SFTConfig = SFTConfig(), progress: bool = True) -> list[float]:
     """Fine-tune ``model`` in place on ``examples``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     prompt = prompt or PromptConfig()
     count = token_counter(tokenizer)

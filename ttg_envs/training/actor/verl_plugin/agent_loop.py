@@ -1,8 +1,9 @@
 """``ttg_agent``: a verl multi-turn agent loop that plays one ``ttg/*`` episode per batch row.
 
 Each dataset row names its task in ``extra_info["ttg"]`` (see :mod:`.dataset`). The loop builds
-``gym.make(env_id)`` + ``TokenCounter`` (+ ``ProgressMeterWrapper`` when ``TTG_METER`` holds a
-``load_meter`` spec, e.g. an OpenAI-compatible meter server shared by the cluster), then per turn:
+the env stack with :func:`ttg_envs.wrappers.make_env` (``ProgressMeterWrapper`` included when
+``TTG_METER`` holds a ``load_meter`` spec, e.g. an OpenAI-compatible meter server shared by the
+cluster), then per turn:
 the rollout server samples the action from the running token sequence, the env steps it as a
 ``Generation``, and verl's Continuous Token builder appends the new observation messages. The row's
 response holds every turn; ``response_mask`` marks assistant tokens and ``ttg_token_step`` the
@@ -23,42 +24,17 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from ...core import Generation
-from ..paper_settings import paper_settings
+from ....core import Generation
+from ....registry import env_settings
+from ....wrappers import make_env
 from .fields import episode_fields
 
-__all__ = ["TTGAgentLoop", "make_env"]
-
-
-def make_env(env_id: str, tokenizer: Any, max_turns: int, env_kwargs: dict[str, Any] | None = None,
-             meter_spec: str | None = None, failure_cost: float | None = None):
-    """``gym.make`` + TokenCounter (+ ProgressMeterWrapper when ``meter_spec`` is given)."""
-    import gymnasium as gym
-
-    import ttg_envs  # noqa: F401  (registers the ids)
-    from ttg_envs.wrappers import TokenCounter
-    from ttg_envs.wrappers.progress_meter import ProgressMeterWrapper
-
-    env = TokenCounter(gym.make(env_id, max_steps=max_turns, **(env_kwargs or {})), tokenizer=tokenizer)
-    if meter_spec:
-        env = ProgressMeterWrapper(env, _meter(meter_spec), failure_cost=failure_cost)
-    return env
-
-
-_METERS: dict[str, Any] = {}
+__all__ = ["TTGAgentLoop"]
 
 
 def _kwargs(value: str | dict[str, Any] | None) -> dict[str, Any]:
     """Env kwargs from a dataset row: a JSON string (parquet rows) or a dict."""
     return json.loads(value) if isinstance(value, str) else dict(value or {})
-
-
-def _meter(spec: str) -> Any:
-    from ttg_envs.meters import load_meter
-
-    if spec not in _METERS:
-        _METERS[spec] = load_meter(spec)
-    return _METERS[spec]
 
 
 @register("ttg_agent")
@@ -68,13 +44,14 @@ class TTGAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """One episode as one row (see the module docstring)."""
         task = dict(kwargs["extra_info"]["ttg"])
-        table = paper_settings(task["env_id"])
+        table = env_settings(task["env_id"])
         max_turns = int(task.get("max_turns") or table.max_turns)
         per_turn = int(task.get("max_tokens_per_turn") or table.max_tokens_per_turn)
         response_length = self.rollout_config.response_length
         env = await self.loop.run_in_executor(
-            None, lambda: make_env(task["env_id"], self.tokenizer, max_turns, _kwargs(task.get("env_kwargs")),
-                                   os.environ.get("TTG_METER"), task.get("failure_cost")),
+            None, lambda: make_env(task["env_id"], tokenizer=self.tokenizer, meter=os.environ.get("TTG_METER") or None,
+                                   failure_cost=task.get("failure_cost"), max_steps=max_turns,
+                                   **_kwargs(task.get("env_kwargs"))),
         )
         failure_cost = getattr(env, "failure_cost", task.get("failure_cost") or table.failure_cost)
         _, info = await self.loop.run_in_executor(

@@ -1,7 +1,7 @@
 """verl plugin: DeltaTTG and baseline advantage estimators, the ``ttg_agent`` loop, the trainer hook.
 
 verl loads :func:`register` by itself through the ``verl.plugins`` entry point (or
-``VERL_USE_EXTERNAL_MODULES=ttg_envs.training.verl_plugin``) in every process that imports verl.
+``VERL_USE_EXTERNAL_MODULES=ttg_envs.training.actor.verl_plugin``) in every process that imports verl.
 It registers the estimators ``delta_ttg``, ``ttg_grpo``, ``ttg_gigpo`` and ``ttg_hgpo``, installs
 the hook that hands them the batch's ``ttg_*`` fields, and registers the ``ttg_agent`` loop.
 

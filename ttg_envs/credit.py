@@ -1,8 +1,8 @@
 """DeltaTTG credit assignment and the baseline advantage estimators, as pure array code.
 
-Equations refer to the DeltaTTG paper (``paper.md``): section 3.2 (eqs 7-11), appendix D.3
-(eq. 14), D.4 (the bounded operator B_M), D.6 (Algorithm 1), E.4 (ablations) and appendix B
-(baselines). No environment or model is involved; the meter's outputs come in as arrays.
+Equations refer to the DeltaTTG paper ("Training Multi-Turn Agents with a Token-to-Go Progress
+Meter", 2026): section 3.2 (eqs 7-11), appendix D.3 (eq. 14), D.4 (the bounded operator B_M),
+D.6 (Algorithm 1), E.4 (ablations) and appendix B (baselines). No environment or model is involved; the meter's outputs come in as arrays.
 
 Conventions
 -----------

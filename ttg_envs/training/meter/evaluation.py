@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..meters.base import Estimate, ProgressMeter
-from ..wrappers.branching import BranchableWrapper
-from ..wrappers.progress_meter import estimate_costs
-from .meter_grpo import token_accuracy
-from .ttg_datasets import Trajectory, step_labels_from_plan_lengths
+from ..._io import markdown_table
+from ...meters.base import Estimate, ProgressMeter
+from ...wrappers.plan_length import plan_length
+from ...wrappers.progress_meter import estimate_costs
+from .datasets import Trajectory, step_labels_from_plan_lengths
+from .grpo import token_accuracy
 
 
 @dataclass
@@ -58,41 +59,15 @@ def alfworld_plan_lengths(trajectory: Trajectory, env: Any) -> list[int]:
     """
     base = env.unwrapped
     base.reset(seed=0, options={"task_id": trajectory.task["id"]})
-    lengths = [_plan_length(base)]
+    lengths = [plan_length(base)]
     for i in trajectory.actions:
         _, _, terminated, _, info = base.step(trajectory.messages[i]["content"])
-        lengths.append(0 if info.get("success") else _plan_length(base))
+        lengths.append(0 if info.get("success") else plan_length(base))
         if terminated:
             break
     if len(lengths) != trajectory.num_steps + 1:
         raise ValueError(f"{trajectory.id}: replay ended after {len(lengths) - 1} of {trajectory.num_steps} actions")
     return lengths
-
-
-def _plan_length(base: Any) -> int | None:
-    plan = base.expert_plan()
-    return None if getattr(base, "last_plan_timed_out", False) else len(plan)
-
-
-class PlanLength(BranchableWrapper):
-    """Adds ``plan_length`` (the planner's plan length from the new state, 0 once won, None when
-    the planner ran out of its time limit) to ``info``.
-
-    For envs whose base has ``expert_plan()`` (ALFWorld). Recording it with the trajectory gives
-    exact step-quality labels without replaying the episode later.
-    """
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Reset and add the first state's plan length."""
-        obs, info = self.env.reset(seed=seed, options=options)
-        info["plan_length"] = _plan_length(self.env.unwrapped)
-        return obs, info
-
-    def step(self, action: Any):
-        """Step and add the new state's plan length."""
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        info["plan_length"] = 0 if info.get("success") else _plan_length(self.env.unwrapped)
-        return obs, reward, terminated, truncated, info
 
 
 def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any] | None = None,
@@ -103,9 +78,10 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
     :class:`PlanLength` already carry their labels.
     """
     import gymnasium as gym
-    from ..progress import progress_bar
 
     import ttg_envs  # noqa: F401  (registers the ids)
+
+    from ...progress import progress_bar
 
     envs: dict[str, Any] = {}
     try:
@@ -131,7 +107,7 @@ def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, 
       predicts failure or answers invalidly);
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
     """
-    from ..progress import progress_bar
+    from ...progress import progress_bar
 
     histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
     estimates: dict[tuple[int, int], Estimate] = {}
@@ -193,17 +169,12 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
-    lines = [
-        ("| set | prefixes | valid | completion acc | token acc u | step-quality acc | without ties | good / bad acc "
-         "| steps good/bad/neutral (ties) |"),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in reports.items():
-        s = r.steps
-        lines.append(
-            f"| {name} | {r.prefixes} | {pct(r.valid_rate)} | {pct(r.completion_accuracy)} | {pct(r.token_accuracy)} | "
-            f"{pct(r.step_quality_accuracy)} | {pct(r.decided_step_accuracy)} | {pct(r.good_step_accuracy)} / "
-            f"{pct(r.bad_step_accuracy)} | "
-            f"{s.get('good', 0)}/{s.get('bad', 0)}/{s.get('neutral', 0)} ({s.get('ties', 0)}) |"
-        )
-    return "\n".join(lines)
+    return markdown_table(
+        ("set", "prefixes", "valid", "completion acc", "token acc u", "step-quality acc", "without ties", "good / bad acc",
+         "steps good/bad/neutral (ties)"),
+        ((name, r.prefixes, pct(r.valid_rate), pct(r.completion_accuracy), pct(r.token_accuracy),
+          pct(r.step_quality_accuracy), pct(r.decided_step_accuracy),
+          f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
+          f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})")
+         for name, r in reports.items()),
+        right=8)

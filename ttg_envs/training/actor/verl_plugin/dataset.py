@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..._optional import require
+from ...._optional import require
 
 __all__ = ["task_rows", "write_task_parquet"]
 
@@ -53,16 +53,19 @@ def write_task_parquet(path: str | Path, env_id: str, env_kwargs: dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ttg_envs.training.verl_plugin.dataset --env ttg/ALFWorld-v0 --split train --out f.parquet``."""
+    """``python -m ttg_envs.training.actor.verl_plugin.dataset --env ttg/ALFWorld-v0 --split train --out f.parquet``."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m ttg_envs.training.verl_plugin.dataset", description=main.__doc__)
-    p.add_argument("--env", default="ttg/ALFWorld-v0")
+    from ....cli_args import add_env, add_limit, add_seed
+
+    p = argparse.ArgumentParser(prog="python -m ttg_envs.training.actor.verl_plugin.dataset", description=main.__doc__)
+    add_env(p)
+    # One split per file (the --split of the other commands' --splits; --splits X parses too).
     p.add_argument("--split", default=None, help="env split (passed as split=...)")
-    p.add_argument("--env-kwargs", default="{}", help="JSON dict of extra gym.make kwargs")
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
+    p.add_argument("--splits", dest="split", help=argparse.SUPPRESS)
+    add_limit(p, help="the first N tasks (default: all)")
+    add_seed(p)
+    p.add_argument("--out", required=True, help="parquet file to write")
     args = p.parse_args(argv)
     kwargs = json.loads(args.env_kwargs) | ({"split": args.split} if args.split else {})
     path = write_task_parquet(args.out, args.env, kwargs, args.limit, args.seed)

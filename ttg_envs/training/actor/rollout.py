@@ -15,8 +15,8 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from ..agents.window import PromptWindow
-from ..core import Generation
+from ...agents.window import PromptWindow
+from ...core import Generation
 
 __all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "chat_prompt_ids", "nan_where_none", "run_episodes"]
 
@@ -123,8 +123,8 @@ class VLLMGenerator:
     def __init__(self, model: str, **llm_kwargs: Any):
         import os
 
-        from .._optional import require
-        from .._vllm_engine import start_llm
+        from ..._optional import require
+        from ..._vllm_engine import start_llm
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.vllm = require("vllm", "vllm")

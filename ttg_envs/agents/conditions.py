@@ -1,0 +1,52 @@
+"""Selection conditions: ``natural``, ``random-<k>`` and ``guided-<k>`` over an actor spec."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from .loading import load_actor
+from .selectors import GuidedSelector, NaturalSelector, RandomSelector
+
+__all__ = ["DEFAULT_CONDITIONS", "make_agent", "needs_meter", "parse_condition"]
+
+DEFAULT_CONDITIONS = ("natural", "random-4", "guided-4")
+_CONDITION_RE = re.compile(r"^(natural|random-(\d+)|guided-(\d+))$")
+# Model actors are loaded once per process and re-seeded per episode; scripted ones are rebuilt.
+_LOADED: dict[tuple, Any] = {}
+
+
+def parse_condition(condition: str) -> tuple[str, int]:
+    """``natural`` -> ("natural", 1); ``random-4`` -> ("random", 4); ``guided-4`` -> ("guided", 4)."""
+    match = _CONDITION_RE.match(condition)
+    if not match or int(match.group(2) or match.group(3) or 1) < 1:
+        raise ValueError(f"condition must be natural, random-<k> or guided-<k>; got {condition!r}")
+    return condition.split("-")[0], int(match.group(2) or match.group(3) or 1)
+
+
+def needs_meter(condition: str) -> bool:
+    """Whether ``condition`` selects by the progress meter (``guided-<k>``)."""
+    return parse_condition(condition)[0] == "guided"
+
+
+def make_agent(condition: str, *, seed: int, actor: str, actor_kwargs: dict[str, Any] | None = None) -> NaturalSelector:
+    """The selector of ``condition`` over the actor ``actor`` (a ``load_actor`` spec), seeded with ``seed``."""
+    kind, k = parse_condition(condition)
+    agent = _actor(actor, seed, actor_kwargs or {})
+    if kind == "natural":
+        return NaturalSelector(agent)
+    if kind == "random":
+        return RandomSelector(agent, k, seed=seed)
+    return GuidedSelector(agent, k)
+
+
+def _actor(spec: str, seed: int, kwargs: dict[str, Any]) -> Any:
+    if spec.startswith("scripted:"):
+        return load_actor(spec, seed=seed, **kwargs)
+    key = (spec, tuple(sorted(kwargs.items())))
+    if key not in _LOADED:
+        _LOADED[key] = load_actor(spec, **kwargs)
+    actor = _LOADED[key]
+    actor.sampling = replace(actor.sampling, seed=seed)
+    return actor

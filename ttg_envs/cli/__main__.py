@@ -1,0 +1,7 @@
+"""``python -m ttg_envs.cli``: the ``ttg`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

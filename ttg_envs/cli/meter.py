@@ -1,0 +1,67 @@
+"""``ttg train-meter`` and ``ttg eval-meter``: the flags (the pipelines are :mod:`ttg_envs.training.meter.pipeline`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cli_args import add_env, add_limit, add_out, add_seed, add_splits, add_tasks, add_workers, positive_int
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    add_env(p)
+    p.add_argument("--policies", nargs="+", help="scripted policies as name[:eps] (default: %(default)s)")
+    p.add_argument("--trajectories", nargs="+", help="read these trajectory files instead of recording")
+    add_limit(p)
+    add_tasks(p)
+    add_workers(p, help="rollout processes")
+    add_seed(p)
+    p.add_argument("--threads", type=int, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--device", help="cpu, cuda, or auto")
+
+
+def add_train_meter(sub: argparse._SubParsersAction) -> None:
+    """``ttg train-meter``."""
+    from ..training.meter import pipeline
+
+    p = sub.add_parser("train-meter", help="record trajectories and train a progress meter",
+                       description=pipeline.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    add_splits(p, ["train"], help="splits to record on")
+    p.add_argument("--backbone",
+                   help="encoder:tiny | encoder:minilm | encoder:<path> | causal:tiny | causal:<name-or-path> (default: %(default)s)")
+    p.add_argument("--val-fraction", type=float, help="held-out share of trajectories (default: %(default)s)")
+    p.add_argument("--epochs", type=positive_int, help="encoder: epochs (default: %(default)s)")
+    p.add_argument("--lr", type=float, help="encoder: head learning rate")
+    p.add_argument("--backbone-lr", type=float, help="encoder: backbone learning rate (default 5e-4 tiny, 0 = frozen otherwise)")
+    p.add_argument("--hidden", type=int, help="encoder head / tiny model width (default: %(default)s)")
+    p.add_argument("--window", type=int, help="encoder: read only the last N action segments after the task (default: 0, all)")
+    p.add_argument("--segment-tokens", type=int, help="encoder: tokens read per segment (default: %(default)s)")
+    p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--max-examples", type=int, help="causal: subsample SFT prefixes")
+    p.add_argument("--max-prompt-tokens", type=int, help="causal: meter prompt budget (default 384 tiny, 6144 otherwise)")
+    p.add_argument("--sft-epochs", type=float)
+    p.add_argument("--sft-lr", type=float, help="causal: SFT learning rate (default 1e-5; 2e-3 for tiny)")
+    p.add_argument("--grpo-steps", type=int, help="causal: GRPO steps after SFT (default: %(default)s)")
+    p.add_argument("--grpo-lr", type=float, help="causal: GRPO learning rate (default 3e-6; 2e-4 for tiny)")
+    p.add_argument("--group-size", type=int)
+    add_out(p, "", help="output folder; the meter goes to OUT/meter")
+    p.set_defaults(**pipeline.TRAIN_DEFAULTS, func=lambda args: pipeline.train(args) or 0)
+
+
+def add_eval_meter(sub: argparse._SubParsersAction) -> None:
+    """``ttg eval-meter``."""
+    from ..training.meter import pipeline
+
+    p = sub.add_parser("eval-meter", help="measure a progress meter on unseen tasks",
+                       description=pipeline.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    p.add_argument("--meter", required=True, help="what load_meter accepts: a saved folder, hf:..., vllm:..., openai:URL#MODEL")
+    add_splits(p, [], help="splits to record on")
+    p.add_argument("--labels", choices=["auto", "alfworld", "none"],
+                   help="step-quality labels. auto: those in the files (annotations, or ALFWorld plan lengths, which "
+                        "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
+                        "none: no step quality")
+    p.add_argument("--failure-cost", type=float, help="C of eq. 7 (default: paper table 4 for --env)")
+    add_out(p, "")
+    p.set_defaults(**pipeline.EVAL_DEFAULTS, func=pipeline.evaluate)

@@ -1,0 +1,159 @@
+"""The env registry: one frozen :class:`EnvSpec` per benchmark, the only place that lists them.
+
+Each record holds what the library knows about one env: its entry point, splits, scripted
+policies, paper table 4 settings (failure cost C, max turns), the meter's task pattern and the
+shipped meter. ``import ttg_envs`` registers every id with gymnasium; every part of the library
+that needs a per-env fact reads it here. Plain data: importing this module imports no env.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DEFAULT_SETTINGS", "ENV_SPECS", "EnvSettings", "EnvSpec", "PolicySpec", "env_settings", "env_spec", "make_policy",
+           "parse_policy", "policy_factory"]
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """Paper table 4's common and DeltaTTG settings for one environment (Qwen3-4B column).
+
+    ``batch_size`` counts tasks per update; each task gets ``group_size`` rollouts.
+    """
+
+    lr: float
+    batch_size: int
+    group_size: int
+    max_turns: int
+    max_tokens_per_turn: int
+    kl_coef: float
+    entropy_coef: float
+    failure_cost: float
+    temperature: float = 1.0
+    top_p: float = 1.0
+    ppo_epochs: int = 1
+    rho: float = 0.2
+    cap: float = 5.0
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One registered env.
+
+    Attributes:
+        id: the gymnasium id (``ttg/ALFWorld-v0``).
+        entry_point: ``module:Class`` that ``gym.make`` imports.
+        policies: ``module:function`` building the env's scripted policies by name
+            (``factory(name, seed=..., **kwargs) -> policy``).
+        splits: the named splits its ``split`` argument takes.
+        settings: paper table 4's training settings (C, max turns, ...).
+        task_pattern: a regex whose group 1 is the task statement in the first observation
+            (the encoder meter pairs it with every turn); None when the env has none.
+        meter: the folder under ``meters/shipped`` of the meter ``load_meter(id)`` loads; None: none ships.
+    """
+
+    id: str
+    entry_point: str
+    policies: str
+    splits: tuple[str, ...]
+    settings: EnvSettings
+    task_pattern: str | None = None
+    meter: str | None = None
+
+    @property
+    def failure_cost(self) -> float:
+        """C of eq. 7 (table 4)."""
+        return float(self.settings.failure_cost)
+
+    @property
+    def max_steps(self) -> int:
+        """Table 4's turn limit per episode."""
+        return self.settings.max_turns
+
+    def policy_factory(self) -> Callable[..., Any]:
+        """The scripted-policy factory (imports the env's policy module)."""
+        module, func = self.policies.split(":")
+        return getattr(importlib.import_module(module), func)
+
+
+_ALFWORLD = EnvSettings(1e-6, 16, 8, 50, 1024, 0.01, 0.001, 16384)
+_PAPERSEARCHQA = EnvSettings(1e-6, 512, 5, 6, 1024, 0.001, 0.0, 6144)
+# Table 4 has no BFCL or tau2 column: those tool-use envs take the AgentWorldModel settings, the
+# paper's complex-engineering domain, and its meter, as the paper reuses that meter for them.
+_AWM = EnvSettings(1e-6, 16, 16, 20, 2048, 0.001, 0.0, 16384)
+
+#: Table 4's settings for an env that has no record (ALFWorld's; C = 16384).
+DEFAULT_SETTINGS = _ALFWORLD
+
+_SPECS = (
+    EnvSpec("ttg/ALFWorld-v0", "ttg_envs.envs.alfworld.env:ALFWorldEnv", "ttg_envs.envs.alfworld.policies:make_policy",
+            ("train", "valid_seen", "valid_unseen"), _ALFWORLD, task_pattern=r"Your task is to: ([^\n]*)",
+            meter="alfworld"),
+    EnvSpec("ttg/PaperSearchQA-v0", "ttg_envs.envs.papersearchqa.env:PaperSearchQAEnv",
+            "ttg_envs.envs.papersearchqa.policies:make_policy", ("train", "test"), _PAPERSEARCHQA, meter="papersearchqa"),
+    EnvSpec("ttg/AWM-v0", "ttg_envs.envs.awm.env:AWMEnv", "ttg_envs.envs.awm.policies:make_policy", ("train",), _AWM,
+            meter="awm"),
+    # BFCL's split is a category group (or one category); tau2's a shipped task split of a domain.
+    EnvSpec("ttg/BFCL-v0", "ttg_envs.envs.bfcl.env:BFCLEnv", "ttg_envs.envs.bfcl.policies:make_policy",
+            ("all", "non_live", "live", "multi_turn", "hallucination"), _AWM, meter="awm"),
+    EnvSpec("ttg/Tau2-v0", "ttg_envs.envs.tau2.env:Tau2Env", "ttg_envs.envs.tau2.policies:make_policy",
+            ("base", "train", "test"), _AWM, meter="awm"),
+)
+
+#: Registered env id -> its record.
+ENV_SPECS: dict[str, EnvSpec] = {spec.id: spec for spec in _SPECS}
+
+
+def env_spec(env_id: str) -> EnvSpec:
+    """The record of ``env_id``; a ``ValueError`` names the known ids when there is none."""
+    try:
+        return ENV_SPECS[env_id]
+    except KeyError:
+        raise ValueError(f"unknown env id {env_id!r}; registered: {', '.join(sorted(ENV_SPECS))}") from None
+
+
+def env_settings(env_id: str | None) -> EnvSettings:
+    """Table 4's settings for ``env_id`` (:data:`DEFAULT_SETTINGS` for an env with no record)."""
+    spec = ENV_SPECS.get(env_id) if env_id else None
+    return spec.settings if spec else DEFAULT_SETTINGS
+
+
+def policy_factory(env_id: str):
+    """The scripted-policy factory of ``env_id`` (``factory(name, seed=..., **kwargs) -> policy``)."""
+    if env_id not in ENV_SPECS:
+        raise ValueError(f"unknown env id {env_id!r}; scripted policies exist for: {', '.join(sorted(ENV_SPECS))}")
+    return ENV_SPECS[env_id].policy_factory()
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A scripted policy named as ``name[:eps]`` (``noisy_expert:0.5``): its name, factory kwargs
+    and the label trajectory files use (``noisy_expert-0.5``)."""
+
+    name: str
+    kwargs: dict[str, Any]
+    file_label: str
+
+
+def parse_policy(spec: str) -> PolicySpec:
+    """``name[:eps]`` -> :class:`PolicySpec`; the one parser of the scripted-policy grammar
+    (``ttg rollout``, ``train-meter`` and ``scripted:`` actors all take it)."""
+    name, sep, eps = spec.partition(":")
+    if not name:
+        raise ValueError(f"a scripted policy is name[:eps], got {spec!r}")
+    if not sep:
+        return PolicySpec(name, {}, name)
+    try:
+        value = float(eps)
+    except ValueError:
+        raise ValueError(f"a scripted policy is name[:eps] with a number eps, got {spec!r}") from None
+    return PolicySpec(name, {"eps": value}, f"{name}-{value:g}")
+
+
+def make_policy(env_id: str, spec: str, *, seed: int | None = None, **kwargs: Any) -> Callable[..., Any]:
+    """The scripted policy ``spec`` (``name[:eps]``) of ``env_id``, seeded with ``seed``."""
+    policy = parse_policy(spec)
+    return policy_factory(env_id)(policy.name, seed=seed, **{**policy.kwargs, **kwargs})

@@ -1,0 +1,53 @@
+"""``make_env``: the one way the library builds an env stack (gym.make + TokenCounter (+ meter) (+ recorder))."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+
+from .progress_meter import ProgressMeterWrapper
+from .recorder import TrajectoryRecorder
+from .token_counter import TokenCounter
+
+__all__ = ["cached_meter", "make_env"]
+
+# Meters loaded from a spec, once per process (episode workers see the same spec many times).
+_METERS: dict[tuple, Any] = {}
+
+
+def cached_meter(meter: Any) -> Any:
+    """``meter`` itself, or for a ``load_meter`` spec the meter loaded once per process.
+
+    A saved folder is keyed by its ``meter.json`` modification time too, so a meter retrained at
+    the same path is loaded again.
+    """
+    if not isinstance(meter, (str, os.PathLike)):
+        return meter
+    from ..meters import load_meter
+
+    spec = os.fspath(meter)
+    config = os.path.join(spec, "meter.json")
+    key = (spec, os.path.getmtime(config) if os.path.exists(config) else None)
+    if key not in _METERS:
+        _METERS[key] = load_meter(spec)
+    return _METERS[key]
+
+
+def make_env(env_id: str, *, tokenizer: Any = None, meter: Any = None, failure_cost: float | None = None,
+             recorder: str | os.PathLike | None = None, record_metadata: dict[str, Any] | None = None,
+             **env_kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **env_kwargs)`` wrapped in ``TokenCounter(tokenizer)``, then
+    ``ProgressMeterWrapper(meter, failure_cost)`` when ``meter`` is given (a meter or a
+    ``load_meter`` spec, loaded once per process), then a ``TrajectoryRecorder`` appending to
+    ``recorder`` (with ``record_metadata``) when that is given.
+    """
+    import ttg_envs  # noqa: F401  (registers the ids)
+
+    env: gym.Env = TokenCounter(gym.make(env_id, **env_kwargs), tokenizer=tokenizer)
+    if meter is not None:
+        env = ProgressMeterWrapper(env, cached_meter(meter), failure_cost=failure_cost)
+    if recorder is not None:
+        env = TrajectoryRecorder(env, recorder, metadata=record_metadata)
+    return env
