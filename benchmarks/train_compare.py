@@ -38,7 +38,10 @@ ENV_ID = "ttg/ALFWorld-v0"
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="benchmarks/results/train_compare")
+    p.add_argument("--env", default="alfworld", choices=("alfworld", "corridor"),
+                   help="alfworld: the noisy-expert SFT start on ttg/ALFWorld-v0; corridor: ttg-toy/Corridor-v0 "
+                        "from a fresh tiny policy (tasks 0-31 train, 100-131 held out; scripted distance meter)")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/train_compare[_corridor]")
     p.add_argument("--estimators", default=",".join(ESTIMATORS))
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--steps", type=int, default=12)
@@ -60,10 +63,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--threshold", type=float, default=0.5, help="held-out success for 'steps to threshold'")
     p.add_argument("--threads", type=int, default=2)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.env == "corridor":  # the toy's own sizes unless given
+        defaults = {"max_turns": 5, "lr": 3e-3, "hidden": 32, "layers": 1, "vocab": 300, "eval_tasks": 32}
+        given = set(a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv if argv is not None else sys.argv[1:]))
+        for k, v in defaults.items():
+            if k not in given:
+                setattr(args, k, v)
+    args.out = args.out or ("benchmarks/results/train_compare" + ("_corridor" if args.env == "corridor" else ""))
+    return args
+
+
+def env_id(args) -> str:
+    if args.env == "corridor":
+        from ttg_envs.envs.corridor import ENV_ID as CORRIDOR
+
+        return CORRIDOR
+    return ENV_ID
 
 
 def env_kwargs(args, split: str) -> dict[str, Any]:
+    if args.env == "corridor":
+        return {}
     return {"split": split, "action_format": "lenient", "task_types": args.task_types.split(",")}
 
 
@@ -72,13 +93,42 @@ def make_envs(args, split: str, n: int) -> list[Any]:
 
     import ttg_envs  # noqa: F401
 
-    return [gym.make(ENV_ID, max_steps=args.max_turns, **env_kwargs(args, split)) for _ in range(n)]
+    return [gym.make(env_id(args), max_steps=args.max_turns, **env_kwargs(args, split)) for _ in range(n)]
+
+
+def window(args):
+    from ttg_envs.agents.window import PAPER_E5, PromptWindow
+
+    return PromptWindow() if args.env == "corridor" else PAPER_E5
+
+
+def train_pool(args) -> tuple[int, ...]:
+    if args.env == "corridor":
+        return tuple(range(32))
+    return tuple(range(1, make_envs(args, "train", 1)[0].unwrapped.num_tasks, 2))
+
+
+def build_corridor_start(args, folder: Path) -> dict[str, Any]:
+    """A fresh tiny policy (seed 0) and a tokenizer trained on the corridor's texts."""
+    from ttg_envs.envs.corridor import corridor_texts
+    from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(corridor_texts(), vocab_size=args.vocab)
+    model = tiny_causal_lm(tokenizer, hidden=args.hidden, layers=args.layers, heads=max(1, args.hidden // 32), seed=0)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    info = {"policy": "fresh tiny Qwen3 (seed 0), no SFT", "params": sum(p.numel() for p in model.parameters())}
+    (folder / "start.json").write_text(json.dumps(info, indent=1))
+    return info
 
 
 def build_start(args, folder: Path) -> dict[str, Any]:
     """Record the noisy expert, train the tokenizer, SFT the tiny policy; cached in ``folder``."""
     if (folder / "start.json").is_file():
         return json.loads((folder / "start.json").read_text())
+    if args.env == "corridor":
+        return build_corridor_start(args, folder)
     from ttg_envs.agents.window import PAPER_E5
     from ttg_envs.envs.alfworld.policies import make_policy
     from ttg_envs.training.actor_sft import command_only, demonstration_rows, record_demonstrations, sft_train
@@ -124,15 +174,16 @@ def load_start(folder: Path):
 def held_out_tasks(args) -> dict[str, tuple[int, ...]]:
     from ttg_envs.eval.rollout import spread_indices
 
+    if args.env == "corridor":
+        return {"held_out": tuple(range(100, 100 + args.eval_tasks))}
     return {split: spread_indices(make_envs(args, split, 1)[0].unwrapped.num_tasks, args.eval_tasks)
             for split in ("valid_seen", "valid_unseen")}
 
 
-def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tuple[int, ...]], max_turns: int) -> dict[str, float]:
+def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tuple[int, ...]], args) -> dict[str, float]:
     """Held-out success per split (and pooled) of the sampled policy; the RNG is seeded so reruns agree."""
     import torch
 
-    from ttg_envs.agents.window import PAPER_E5
     from ttg_envs.training.actor_rollout import run_episodes
     from ttg_envs.training.admissible_generator import AdmissibleGenerator
 
@@ -142,7 +193,8 @@ def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tupl
     generator = AdmissibleGenerator(model, tokenizer)
     for split, indices in tasks.items():
         specs = [(i, task, 1000 + i) for i, task in enumerate(indices)]
-        episodes = run_episodes(envs[split][: len(specs)], generator, tokenizer, specs, 16, 1.0, 1.0, PAPER_E5)
+        episodes = run_episodes(envs[split][: len(specs)], generator, tokenizer, specs, max_tokens(args), 1.0, 1.0,
+                                window(args))
         out[split] = float(np.mean([e.success for e in episodes]))
         every += [e.success for e in episodes]
     out["all"] = float(np.mean(every))
@@ -150,17 +202,21 @@ def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tupl
     return out
 
 
+def max_tokens(args) -> int:
+    return 4 if args.env == "corridor" else 16
+
+
 def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter) -> dict[str, Any]:
     from ttg_envs.training.admissible_generator import AdmissibleGenerator
     from ttg_envs.training.trainer import TrainConfig, Trainer
 
     model, tokenizer = load_start(start)
-    n_train = make_envs(args, "train", 1)[0].unwrapped.num_tasks
     config = TrainConfig(
-        env_id=ENV_ID, env_kwargs=env_kwargs(args, "train"), estimator=estimator, steps=args.steps,
+        env_id=env_id(args), env_kwargs=env_kwargs(args, "train"), estimator=estimator, steps=args.steps,
         tasks_per_step=args.tasks_per_step, group_size=args.group_size, max_turns=args.max_turns,
-        max_tokens_per_turn=16, lr=args.lr, kl_coef=args.kl_coef, entropy_coef=0.0, mini_batch_rows=64,
-        micro_batch_rows=16, task_indices=tuple(range(1, n_train, 2)), history=2, max_prompt_tokens=2048,
+        max_tokens_per_turn=max_tokens(args), lr=args.lr, kl_coef=args.kl_coef, entropy_coef=0.0, mini_batch_rows=32 if args.env == "corridor" else 64,
+        micro_batch_rows=16, task_indices=train_pool(args), history=window(args).history,
+        max_prompt_tokens=window(args).max_prompt_tokens, failure_cost=64.0 if args.env == "corridor" else None,
         seed=seed, save_every=0, out_dir=str(Path(args.out) / "runs" / f"{estimator}-{seed}"),
     )
     metrics_file = Path(config.out_dir) / "metrics.jsonl"
@@ -179,7 +235,7 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
                                                        "response_tokens", "loss", "step_s")})
         run["eval_steps"].append(target)
         run["eval_tokens"].append(tokens)
-        run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args.max_turns))
+        run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args))
         print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} "
               f"({time.perf_counter() - begin:.0f}s)", flush=True)
     run["wall_s"] = round(time.perf_counter() - begin, 1)
@@ -249,7 +305,11 @@ def main(argv=None) -> int:
     eval_envs = {split: make_envs(args, split, len(idx)) for split, idx in tasks.items()}
     meter = None
     estimators = args.estimators.split(",")
-    if "delta_ttg" in estimators:
+    if "delta_ttg" in estimators and args.env == "corridor":
+        from ttg_envs.envs.corridor import corridor_meter
+
+        meter = corridor_meter()
+    elif "delta_ttg" in estimators:
         from ttg_envs.meters import load_meter
 
         meter = load_meter(args.meter)
