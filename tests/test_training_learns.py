@@ -6,7 +6,11 @@ path: a tiny Qwen3 policy, :class:`AdmissibleGenerator` rollouts, the trainer's 
 advantages (delta_ttg with a meter whose estimate falls with the distance left) and its clipped
 loss. Held-out tasks are corridor ids the training pool never draws.
 
-Noise (``python tests/test_training_learns.py``, 6 seeds, 12 steps): see ``MARGIN``.
+Seed noise (``python tests/test_training_learns.py delta_ttg 5``: seeds 0-4, each its own initial
+weights and training draws, 12 steps): held-out success 0.09-0.19 before, rises +0.72, +0.59, +0.75,
++0.66, +0.84 (mean 0.71, std 0.10, min 0.59). The evaluation itself (32 sampled episodes at p ~ 0.16)
+has a binomial std of about 0.065. ``MARGIN`` = 0.25 is about 4 of those above no change and 5 rise
+stds below the mean rise. The test runs seed 0 (+0.72), about 45 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ttg_envs.training.trainer import TrainConfig, Trainer
 TRAIN_POOL = tuple(range(0, 32))
 HELD_OUT = tuple(range(100, 132))
 STEPS = 12
-#: Required rise of held-out success (points of a fraction); chosen from the measured seed noise.
+#: Required rise of held-out success (a fraction); chosen from the seed noise in the module docstring.
 MARGIN = 0.25
 
 
