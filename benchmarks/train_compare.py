@@ -53,7 +53,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-turns", type=int, default=15)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--kl-coef", type=float, default=0.0)
-    p.add_argument("--meter", default=ENV_ID, help="load_meter spec for delta_ttg (default: the shipped ALFWorld meter)")
+    p.add_argument("--meter", default=ENV_ID, help="load_meter spec for delta_ttg (default: the shipped ALFWorld "
+                   "meter); with --env corridor, 'budget' gives the scripted meter that also predicts failure "
+                   "when too few turns are left (corridor_meter(budget_aware=True))")
     p.add_argument("--sft-eps", type=float, default=0.3, help="noise of the recorded noisy expert")
     p.add_argument("--sft-tasks", type=int, default=None, help="record on this many even-index train tasks (default: all)")
     p.add_argument("--sft-epochs", type=int, default=3)
@@ -308,7 +310,7 @@ def main(argv=None) -> int:
     if "delta_ttg" in estimators and args.env == "corridor":
         from ttg_envs.envs.corridor import corridor_meter
 
-        meter = corridor_meter()
+        meter = corridor_meter(budget_aware=args.meter == "budget")
     elif "delta_ttg" in estimators:
         from ttg_envs.meters import load_meter
 

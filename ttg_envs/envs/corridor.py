@@ -71,13 +71,22 @@ class CorridorEnv(TextEnv):
         self.position = snapshot
 
 
-def corridor_meter(tokens_per_step: int = 2):
-    """A scripted meter: ``tokens_per_step`` x the cells left (read from the last observation)."""
+def corridor_meter(tokens_per_step: int = 2, *, budget_aware: bool = False):
+    """A scripted meter: ``tokens_per_step`` x the cells left (read from the last observation).
+
+    With ``budget_aware`` it also predicts failure (``can_complete`` False) once fewer turns are
+    left than cells, as a meter that has seen truncated episodes would; without it the state
+    before a truncation still looks completable and eq. 7's anchor C falls on the last action.
+    """
     from ..meters import ScriptedMeter
 
     def estimate(history):
         text = history[-1]["content"] if history else ""
         cell = int(text.split("cell ")[1].split(".")[0]) if "cell " in text else 0
+        if budget_aware:
+            turns_left = TURNS - sum(1 for m in history if m.get("role") == "assistant")
+            if LENGTH - cell > turns_left:
+                return False, None
         return True, tokens_per_step * (LENGTH - cell)
 
     return ScriptedMeter(estimate)
