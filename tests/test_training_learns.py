@@ -83,3 +83,28 @@ if __name__ == "__main__":  # the seed-noise measurement MARGIN was chosen from
             rises.append(after - before)
             print(f"{estimator} seed {s}: held-out {before:.3f} -> {after:.3f} ({after - before:+.3f})", flush=True)
         print(f"rise mean {np.mean(rises):.3f}, std {np.std(rises, ddof=1):.3f}, min {min(rises):.3f}")
+
+
+def test_corridor_rules_and_where_a_truncated_episode_puts_its_negative_credit():
+    from ttg_envs.training import credit
+
+    env = gym.make(ENV_ID)
+    env.reset(options={"task_index": 3})
+    for command, cell in (("forward", 1), ("back", 0), ("back", 0), ("forward", 1)):
+        obs, reward, terminated, truncated, info = env.step(command)
+        assert f"cell {cell}." in obs and not terminated and info["action_valid"]
+    _, _, _, truncated, info = env.step("jump")
+    assert truncated and not info["action_valid"] and not info["success"]
+    # The distance meter never predicts failure: the truncation anchor C blames the last action
+    # (a forward step); the budget-aware meter blames the back step after which 3 cells were left in 2 turns.
+    def history(turn, cell):
+        turns = [m for _ in range(turn) for m in ({"role": "assistant", "content": "x"}, {"role": "user", "content": "y"})]
+        return [{"role": "user", "content": "start"}, *turns[:-1], {"role": "user", "content": f"You are at cell {cell}."}]
+
+    histories = [history(t, c) for t, c in enumerate((0, 1, 1, 2, 1))]
+    assert [e.remaining_tokens for e in corridor_meter().estimate(histories)] == [6, 4, 4, 2, 4]
+    for meter, blamed in ((corridor_meter(), 4), (corridor_meter(budget_aware=True), 3)):
+        estimates = meter.estimate(histories)
+        weights = credit.step_weights(-1.0, [e.can_complete for e in estimates], [e.remaining_tokens for e in estimates],
+                                      False, [2] * 5, 64.0)
+        assert int(np.argmax(weights)) == blamed
