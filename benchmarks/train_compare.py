@@ -1,0 +1,336 @@
+"""Train one warm-started tiny policy with grpo, delta_ttg, gigpo and hgpo; held-out success curves.
+
+    PYTHONPATH=. python benchmarks/train_compare.py --out benchmarks/results/train_compare
+
+1. **Start** (cached in ``<out>/start``): a noisy expert (``--sft-eps``) plays the development pool's
+   other half (even train-split indices of ``--task-types``) with bare-command actions
+   (``action_format="lenient"``); a byte-level BPE is trained on those transcripts and a tiny
+   Qwen3 (``--hidden``/``--layers``) is fitted to the recorded actions by
+   :func:`~ttg_envs.training.actor_sft.sft_train` (prompts through the paper's E.5 window).
+2. **RL**: for each estimator and seed, the real :class:`~ttg_envs.training.trainer.Trainer` (loss,
+   credit and rollout code unchanged) trains the start on the odd train-split indices, sampling
+   through :class:`~ttg_envs.training.admissible_generator.AdmissibleGenerator`; ``delta_ttg``
+   uses ``--meter`` (default: the shipped ALFWorld meter).
+3. **Evaluation** every ``--eval-every`` steps: success of the sampled policy (temperature 1, a fixed
+   seed per task) on ``--eval-tasks`` tasks of valid_seen and of valid_unseen each, spread over the
+   split (``spread_indices``) after the task-type filter. Settings were chosen on the train split
+   only; the eval tasks are never trained or tuned on.
+
+Writes ``curves.json`` (every evaluation and training step), ``table.md`` (success at fixed steps,
+mean and std over seeds; steps to ``--threshold``) and ``curves.png`` (paper figure 3's two panels:
+held-out success vs step and vs cumulative actor response tokens, mean and spread over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ESTIMATORS = ("grpo", "delta_ttg", "gigpo", "hgpo")
+ENV_ID = "ttg/ALFWorld-v0"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="alfworld", choices=("alfworld", "corridor"),
+                   help="alfworld: the noisy-expert SFT start on ttg/ALFWorld-v0; corridor: ttg-toy/Corridor-v0 "
+                        "from a fresh tiny policy (tasks 0-31 train, 100-131 held out; scripted distance meter)")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/train_compare[_corridor]")
+    p.add_argument("--estimators", default=",".join(ESTIMATORS))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--eval-every", type=int, default=4)
+    p.add_argument("--eval-tasks", type=int, default=12, help="tasks per held-out split (valid_seen, valid_unseen)")
+    p.add_argument("--task-types", default="look_at_obj_in_light,pick_and_place_simple")
+    p.add_argument("--tasks-per-step", type=int, default=4)
+    p.add_argument("--group-size", type=int, default=4)
+    p.add_argument("--max-turns", type=int, default=15)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--kl-coef", type=float, default=0.0)
+    p.add_argument("--meter", default=ENV_ID, help="load_meter spec for delta_ttg (default: the shipped ALFWorld "
+                   "meter); with --env corridor, 'budget' gives the scripted meter that also predicts failure "
+                   "when too few turns are left (corridor_meter(budget_aware=True))")
+    p.add_argument("--sft-eps", type=float, default=0.3, help="noise of the recorded noisy expert")
+    p.add_argument("--sft-tasks", type=int, default=None, help="record on this many even-index train tasks (default: all)")
+    p.add_argument("--sft-epochs", type=int, default=3)
+    p.add_argument("--sft-lr", type=float, default=2e-3)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--threshold", type=float, default=0.5, help="held-out success for 'steps to threshold'")
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args(argv)
+    if args.env == "corridor":  # the toy's own sizes unless given
+        defaults = {"max_turns": 5, "lr": 3e-3, "hidden": 32, "layers": 1, "vocab": 300, "eval_tasks": 32}
+        given = set(a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv if argv is not None else sys.argv[1:]))
+        for k, v in defaults.items():
+            if k not in given:
+                setattr(args, k, v)
+    args.out = args.out or ("benchmarks/results/train_compare" + ("_corridor" if args.env == "corridor" else ""))
+    return args
+
+
+def env_id(args) -> str:
+    if args.env == "corridor":
+        from ttg_envs.envs.corridor import ENV_ID as CORRIDOR
+
+        return CORRIDOR
+    return ENV_ID
+
+
+def env_kwargs(args, split: str) -> dict[str, Any]:
+    if args.env == "corridor":
+        return {}
+    return {"split": split, "action_format": "lenient", "task_types": args.task_types.split(",")}
+
+
+def make_envs(args, split: str, n: int) -> list[Any]:
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401
+
+    return [gym.make(env_id(args), max_steps=args.max_turns, **env_kwargs(args, split)) for _ in range(n)]
+
+
+def window(args):
+    from ttg_envs.agents.window import PAPER_E5, PromptWindow
+
+    return PromptWindow() if args.env == "corridor" else PAPER_E5
+
+
+def train_pool(args) -> tuple[int, ...]:
+    if args.env == "corridor":
+        return tuple(range(32))
+    return tuple(range(1, make_envs(args, "train", 1)[0].unwrapped.num_tasks, 2))
+
+
+def build_corridor_start(args, folder: Path) -> dict[str, Any]:
+    """A fresh tiny policy (seed 0) and a tokenizer trained on the corridor's texts."""
+    from ttg_envs.envs.corridor import corridor_texts
+    from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(corridor_texts(), vocab_size=args.vocab)
+    model = tiny_causal_lm(tokenizer, hidden=args.hidden, layers=args.layers, heads=max(1, args.hidden // 32), seed=0)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    info = {"policy": "fresh tiny Qwen3 (seed 0), no SFT", "params": sum(p.numel() for p in model.parameters())}
+    (folder / "start.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def build_start(args, folder: Path) -> dict[str, Any]:
+    """Record the noisy expert, train the tokenizer, SFT the tiny policy; cached in ``folder``."""
+    if (folder / "start.json").is_file():
+        return json.loads((folder / "start.json").read_text())
+    if args.env == "corridor":
+        return build_corridor_start(args, folder)
+    from ttg_envs.agents.window import PAPER_E5
+    from ttg_envs.envs.alfworld.policies import make_policy
+    from ttg_envs.training.actor_sft import command_only, demonstration_rows, record_demonstrations, sft_train
+    from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+
+    env = make_envs(args, "train", 1)[0]
+    n = env.unwrapped.num_tasks
+    start = time.perf_counter()
+    from ttg_envs.eval.rollout import spread_indices
+
+    even = list(range(0, n, 2))
+    sft_tasks = [even[i] for i in spread_indices(len(even), args.sft_tasks)]
+    demos, stats = record_demonstrations(
+        env, lambda s: command_only(make_policy("noisy_expert", seed=s, eps=args.sft_eps)), sft_tasks)
+    texts = [env.unwrapped.system_prompt] + [m["content"] for d in demos for m in d.messages[1:]] + [d.action for d in demos]
+    tokenizer = train_bpe_tokenizer(texts, vocab_size=args.vocab)
+    rows = demonstration_rows(tokenizer, demos, PAPER_E5)
+    model = tiny_causal_lm(tokenizer, hidden=args.hidden, layers=args.layers, heads=max(2, args.hidden // 32), seed=0)
+    sft_start = time.perf_counter()
+    losses = sft_train(model, rows, epochs=args.sft_epochs, lr=args.sft_lr, batch_rows=4, pad_id=tokenizer.pad_token_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    info = {
+        "recorded": {"policy": f"noisy_expert:{args.sft_eps}", "tasks": len(sft_tasks), "episodes": stats.episodes,
+                     "success_rate": stats.success_rate, "steps": stats.steps, "planner_timeouts": stats.planner_timeouts,
+                     "seconds": round(stats.seconds, 1)},
+        "sft": {"rows": len(rows), "epochs": args.sft_epochs, "losses": [round(x, 4) for x in losses],
+                "seconds": round(time.perf_counter() - sft_start, 1), "params": sum(p.numel() for p in model.parameters())},
+        "build_s": round(time.perf_counter() - start, 1),
+    }
+    (folder / "start.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def load_start(folder: Path):
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
+    return AutoModelForCausalLM.from_pretrained(folder), tokenizer
+
+
+def held_out_tasks(args) -> dict[str, tuple[int, ...]]:
+    from ttg_envs.eval.rollout import spread_indices
+
+    if args.env == "corridor":
+        return {"held_out": tuple(range(100, 100 + args.eval_tasks))}
+    return {split: spread_indices(make_envs(args, split, 1)[0].unwrapped.num_tasks, args.eval_tasks)
+            for split in ("valid_seen", "valid_unseen")}
+
+
+def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tuple[int, ...]], args) -> dict[str, float]:
+    """Held-out success per split (and pooled) of the sampled policy; the RNG is seeded so reruns agree."""
+    import torch
+
+    from ttg_envs.training.actor_rollout import run_episodes
+    from ttg_envs.training.admissible_generator import AdmissibleGenerator
+
+    state = torch.get_rng_state()
+    torch.manual_seed(12345)
+    out, every = {}, []
+    generator = AdmissibleGenerator(model, tokenizer)
+    for split, indices in tasks.items():
+        specs = [(i, task, 1000 + i) for i, task in enumerate(indices)]
+        episodes = run_episodes(envs[split][: len(specs)], generator, tokenizer, specs, max_tokens(args), 1.0, 1.0,
+                                window(args))
+        out[split] = float(np.mean([e.success for e in episodes]))
+        every += [e.success for e in episodes]
+    out["all"] = float(np.mean(every))
+    torch.set_rng_state(state)
+    return out
+
+
+def max_tokens(args) -> int:
+    return 4 if args.env == "corridor" else 16
+
+
+def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter) -> dict[str, Any]:
+    from ttg_envs.training.admissible_generator import AdmissibleGenerator
+    from ttg_envs.training.trainer import TrainConfig, Trainer
+
+    model, tokenizer = load_start(start)
+    config = TrainConfig(
+        env_id=env_id(args), env_kwargs=env_kwargs(args, "train"), estimator=estimator, steps=args.steps,
+        tasks_per_step=args.tasks_per_step, group_size=args.group_size, max_turns=args.max_turns,
+        max_tokens_per_turn=max_tokens(args), lr=args.lr, kl_coef=args.kl_coef, entropy_coef=0.0, mini_batch_rows=32 if args.env == "corridor" else 64,
+        micro_batch_rows=16, task_indices=train_pool(args), history=window(args).history,
+        max_prompt_tokens=window(args).max_prompt_tokens, failure_cost=64.0 if args.env == "corridor" else None,
+        seed=seed, save_every=0, out_dir=str(Path(args.out) / "runs" / f"{estimator}-{seed}"),
+    )
+    metrics_file = Path(config.out_dir) / "metrics.jsonl"
+    if metrics_file.exists():
+        metrics_file.unlink()
+    trainer = Trainer(config, model, tokenizer, meter=meter if estimator == "delta_ttg" else None,
+                      generator=AdmissibleGenerator(model, tokenizer))
+    run = {"estimator": estimator, "seed": seed, "eval_steps": [], "eval": [], "eval_tokens": [], "train": []}
+    tokens = 0
+    begin = time.perf_counter()
+    for target in range(0, args.steps + 1, args.eval_every):
+        if target:
+            for m in trainer.train(steps=target, progress=False):
+                tokens += m["response_tokens"]
+                run["train"].append({k: m[k] for k in ("step", "success_rate", "reward_mean", "turns_mean",
+                                                       "response_tokens", "loss", "step_s")})
+        run["eval_steps"].append(target)
+        run["eval_tokens"].append(tokens)
+        run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args))
+        print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} "
+              f"({time.perf_counter() - begin:.0f}s)", flush=True)
+    run["wall_s"] = round(time.perf_counter() - begin, 1)
+    return run
+
+
+def summary(runs: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
+    rows = []
+    for estimator in dict.fromkeys(r["estimator"] for r in runs):
+        mine = [r for r in runs if r["estimator"] == estimator]
+        steps = mine[0]["eval_steps"]
+        success = np.array([[e["all"] for e in r["eval"]] for r in mine])
+        mean = success.mean(0)
+        reached = [s for s, m in zip(steps, mean) if m >= threshold]
+        rows.append({"estimator": estimator, "seeds": len(mine), "steps": steps, "mean": mean.tolist(),
+                     "std": success.std(0).tolist(), "steps_to_threshold": reached[0] if reached else None,
+                     "tokens": np.mean([r["eval_tokens"] for r in mine], 0).tolist(),
+                     "wall_s": float(np.mean([r["wall_s"] for r in mine]))})
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], threshold: float) -> str:
+    steps = rows[0]["steps"]
+    head = "| estimator | seeds | " + " | ".join(f"step {s}" for s in steps) + f" | steps to {threshold:.0%} | wall s/run |"
+    lines = [head, "|" + "---|" * (len(steps) + 4)]
+    for r in rows:
+        cells = " | ".join(f"{100 * m:.1f} ± {100 * s:.1f}" for m, s in zip(r["mean"], r["std"]))
+        reach = r["steps_to_threshold"] if r["steps_to_threshold"] is not None else f"> {steps[-1]}"
+        lines.append(f"| {r['estimator']} | {r['seeds']} | {cells} | {reach} | {r['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for r in rows:
+        mean, std = 100 * np.array(r["mean"]), 100 * np.array(r["std"])
+        for ax, x in zip(axes, (r["steps"], r["tokens"])):
+            (line,) = ax.plot(x, mean, marker="o", label=r["estimator"])
+            ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.15)
+    axes[0].set_xlabel("training step")
+    axes[1].set_xlabel("cumulative actor response tokens")
+    axes[0].set_ylabel("held-out success (%)")
+    axes[0].set_title("(a) success vs step")
+    axes[1].set_title("(b) success vs actor tokens")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    begin = time.perf_counter()
+    start_info = build_start(args, out / "start")
+    print("start:", json.dumps(start_info), flush=True)
+    tasks = held_out_tasks(args)
+    eval_envs = {split: make_envs(args, split, len(idx)) for split, idx in tasks.items()}
+    meter = None
+    estimators = args.estimators.split(",")
+    if "delta_ttg" in estimators and args.env == "corridor":
+        from ttg_envs.envs.corridor import corridor_meter
+
+        meter = corridor_meter(budget_aware=args.meter == "budget")
+    elif "delta_ttg" in estimators:
+        from ttg_envs.meters import load_meter
+
+        meter = load_meter(args.meter)
+    runs = [train_run(args, est, int(seed), out / "start", tasks, eval_envs, meter)
+            for seed in args.seeds.split(",") for est in estimators]
+    rows = summary(runs, args.threshold)
+    result = {"command": "python " + " ".join(sys.argv), "args": vars(args), "start": start_info,
+              "held_out_tasks": tasks, "runs": runs, "summary": rows,
+              "wall_s": round(time.perf_counter() - begin, 1)}
+    (out / "curves.json").write_text(json.dumps(result, indent=1))
+    (out / "table.md").write_text(markdown(rows, args.threshold))
+    try:
+        plot(rows, out / "curves.png")
+    except ImportError as exc:  # matplotlib is the plot extra
+        print(f"no plot: {exc}")
+    print(markdown(rows, args.threshold))
+    print(f"wall {result['wall_s']:.0f}s; outputs in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

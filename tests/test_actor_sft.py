@@ -1,0 +1,80 @@
+"""Actor warm start: demonstrations from the real ALFWorld engine, SFT, and admissible-only sampling."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("alfworld")
+
+import ttg_envs  # noqa: F401
+from ttg_envs.agents.window import PAPER_E5
+from ttg_envs.envs.alfworld.policies import make_policy
+from ttg_envs.training.actor_rollout import run_episodes
+from ttg_envs.training.actor_sft import command_only, demonstration_rows, record_demonstrations, sft_train
+from ttg_envs.training.admissible_generator import AdmissibleGenerator, admissible_from_text
+from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+
+TASK = 0  # a look_at_obj_in_light task with a 4-step plan
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    env = gym.make("ttg/ALFWorld-v0", split="train", max_steps=12, action_format="lenient")
+    demos, stats = record_demonstrations(env, lambda seed: command_only(make_policy("expert")), [TASK])
+    texts = [m["content"] for d in demos for m in d.messages] + [d.action for d in demos]
+    return env, demos, stats, train_bpe_tokenizer(texts, vocab_size=600)
+
+
+def test_expert_demonstrations_are_bare_commands_the_env_accepts(recorded):
+    env, demos, stats, _ = recorded
+    assert stats.episodes == 1 and stats.successes == 1 and stats.planner_timeouts == 0
+    assert len(demos) == stats.steps >= 2 and all(d.success for d in demos)
+    for d in demos:
+        assert "<" not in d.action  # no ReAct tags
+        assert d.action in admissible_from_text(d.messages[-1]["content"])
+    # Each demonstration's transcript ends with the observation the action answered.
+    assert demos[1].messages[-2] == {"role": "assistant", "content": demos[0].action}
+
+
+def test_rows_prompt_like_the_trainer_and_end_with_end_of_turn(recorded):
+    _, demos, _, tokenizer = recorded
+    rows = demonstration_rows(tokenizer, demos, PAPER_E5)
+    assert len(rows) == len(demos)
+    for (prompt, action), demo in zip(rows, demos):
+        assert action[-1] == tokenizer.eos_token_id
+        assert tokenizer.decode(action[:-1]) == demo.action
+        assert tokenizer.decode(prompt).endswith("<|im_start|>assistant\n")
+
+
+def test_admissible_generator_samples_only_listed_commands(recorded):
+    env, _, _, tokenizer = recorded
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=1, heads=1, seed=0)
+    torch.manual_seed(0)
+    episodes = run_episodes([env], AdmissibleGenerator(model, tokenizer), tokenizer, [(0, TASK, 0)], 24, 1.0, 1.0)
+    episode = episodes[0]
+    assert episode.num_steps == 12  # an untrained policy does not solve it, but every action is valid
+    assert all(info["action_valid"] for info in episode.infos[1:])
+
+
+def test_sft_on_the_expert_makes_the_greedy_policy_solve_the_task(recorded):
+    env, demos, _, tokenizer = recorded
+    rows = demonstration_rows(tokenizer, demos, PAPER_E5)
+    model = tiny_causal_lm(tokenizer, hidden=64, layers=1, heads=2, seed=0)
+    generator = AdmissibleGenerator(model, tokenizer)
+    before = run_episodes([env], generator, tokenizer, [(0, TASK, 0)], 24, 0.0, 1.0, PAPER_E5)[0]
+    losses = sft_train(model, rows, epochs=40, lr=1e-2, batch_rows=4, pad_id=tokenizer.pad_token_id)
+    assert losses[-1] < 0.2 * losses[0]
+    after = run_episodes([env], generator, tokenizer, [(0, TASK, 0)], 24, 0.0, 1.0, PAPER_E5)[0]
+    assert not before.success and after.success
+    assert [tokenizer.decode(a[:-1]) for a in after.actions] == [d.action for d in demos]
+
+
+def test_admissible_from_text_reads_the_last_list():
+    text = "x\n\nAdmissible actions: go to desk 1, look\nlater\n\nAdmissible actions: take pen 1 from desk 1, help"
+    assert admissible_from_text(text) == ["take pen 1 from desk 1", "help"]
+    assert admissible_from_text("no list") == []
+    assert np.array_equal(np.array(admissible_from_text("Admissible actions: a")), np.array(["a"]))
