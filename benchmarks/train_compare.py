@@ -6,10 +6,10 @@
    other half (even train-split indices of ``--task-types``) with bare-command actions
    (``action_format="lenient"``); a byte-level BPE is trained on those transcripts and a tiny
    Qwen3 (``--hidden``/``--layers``) is fitted to the recorded actions by
-   :func:`~ttg_envs.training.actor_sft.sft_train` (prompts through the paper's E.5 window).
-2. **RL**: for each estimator and seed, the real :class:`~ttg_envs.training.trainer.Trainer` (loss,
+   :func:`~ttg_envs.training.actor.sft.sft_train` (prompts through the paper's E.5 window).
+2. **RL**: for each estimator and seed, the real :class:`~ttg_envs.training.actor.trainer.Trainer` (loss,
    credit and rollout code unchanged) trains the start on the odd train-split indices, sampling
-   through :class:`~ttg_envs.training.admissible_generator.AdmissibleGenerator`; ``delta_ttg``
+   through :class:`~ttg_envs.training.actor.admissible.AdmissibleGenerator`; ``delta_ttg``
    uses ``--meter`` (default: the shipped ALFWorld meter).
 3. **Evaluation** every ``--eval-every`` steps: success of the sampled policy (temperature 1, a fixed
    seed per task) on ``--eval-tasks`` tasks of valid_seen and of valid_unseen each, spread over the
@@ -133,13 +133,13 @@ def build_start(args, folder: Path) -> dict[str, Any]:
         return build_corridor_start(args, folder)
     from ttg_envs.agents.window import PAPER_E5
     from ttg_envs.envs.alfworld.policies import make_policy
-    from ttg_envs.training.actor_sft import command_only, demonstration_rows, record_demonstrations, sft_train
+    from ttg_envs.training.actor.sft import command_only, demonstration_rows, record_demonstrations, sft_train
     from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
     env = make_envs(args, "train", 1)[0]
     n = env.unwrapped.num_tasks
     start = time.perf_counter()
-    from ttg_envs.eval.rollout import spread_indices
+    from ttg_envs.runner import spread_indices
 
     even = list(range(0, n, 2))
     sft_tasks = [even[i] for i in spread_indices(len(even), args.sft_tasks)]
@@ -174,7 +174,7 @@ def load_start(folder: Path):
 
 
 def held_out_tasks(args) -> dict[str, tuple[int, ...]]:
-    from ttg_envs.eval.rollout import spread_indices
+    from ttg_envs.runner import spread_indices
 
     if args.env == "corridor":
         return {"held_out": tuple(range(100, 100 + args.eval_tasks))}
@@ -186,8 +186,8 @@ def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tupl
     """Held-out success per split (and pooled) of the sampled policy; the RNG is seeded so reruns agree."""
     import torch
 
-    from ttg_envs.training.actor_rollout import run_episodes
-    from ttg_envs.training.admissible_generator import AdmissibleGenerator
+    from ttg_envs.training.actor.admissible import AdmissibleGenerator
+    from ttg_envs.training.actor.rollout import run_episodes
 
     state = torch.get_rng_state()
     torch.manual_seed(12345)
@@ -209,8 +209,8 @@ def max_tokens(args) -> int:
 
 
 def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter) -> dict[str, Any]:
-    from ttg_envs.training.admissible_generator import AdmissibleGenerator
-    from ttg_envs.training.trainer import TrainConfig, Trainer
+    from ttg_envs.training.actor.admissible import AdmissibleGenerator
+    from ttg_envs.training.actor.trainer import TrainConfig, Trainer
 
     model, tokenizer = load_start(start)
     config = TrainConfig(

@@ -13,9 +13,9 @@ pytest.importorskip("alfworld")
 import ttg_envs  # noqa: F401
 from ttg_envs.agents.window import PAPER_E5
 from ttg_envs.envs.alfworld.policies import make_policy
-from ttg_envs.training.actor_rollout import run_episodes
-from ttg_envs.training.actor_sft import command_only, demonstration_rows, record_demonstrations, sft_train
-from ttg_envs.training.admissible_generator import AdmissibleGenerator, admissible_from_text
+from ttg_envs.training.actor.admissible import AdmissibleGenerator, admissible_from_text
+from ttg_envs.training.actor.rollout import run_episodes
+from ttg_envs.training.actor.sft import command_only, demonstration_rows, record_demonstrations, sft_train
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
 TASK = 0  # a look_at_obj_in_light task with a 4-step plan

@@ -23,10 +23,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ttg_envs.envs.corridor import ENV_ID, TURNS, corridor_meter, corridor_texts
-from ttg_envs.training.actor_rollout import run_episodes
-from ttg_envs.training.admissible_generator import AdmissibleGenerator
+from ttg_envs.training.actor.admissible import AdmissibleGenerator
+from ttg_envs.training.actor.rollout import run_episodes
+from ttg_envs.training.actor.trainer import TrainConfig, Trainer
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
-from ttg_envs.training.trainer import TrainConfig, Trainer
 
 TRAIN_POOL = tuple(range(0, 32))
 HELD_OUT = tuple(range(100, 132))
@@ -86,7 +86,7 @@ if __name__ == "__main__":  # the seed-noise measurement MARGIN was chosen from
 
 
 def test_corridor_rules_and_where_a_truncated_episode_puts_its_negative_credit():
-    from ttg_envs.training import credit
+    from ttg_envs import credit
 
     env = gym.make(ENV_ID)
     env.reset(options={"task_index": 3})

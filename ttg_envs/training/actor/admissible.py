@@ -1,6 +1,6 @@
 """A rollout generator that samples only admissible commands: a structured action interface for tiny policies.
 
-:class:`AdmissibleGenerator` is a :class:`~ttg_envs.training.actor_rollout.TokenGenerator` over a
+:class:`AdmissibleGenerator` is a :class:`~ttg_envs.training.actor.rollout.TokenGenerator` over a
 transformers causal LM whose sampling is masked, token by token, to the tokenizations of the
 commands the prompt's current observation lists (ALFWorld's ``Admissible actions: a, b, c`` line),
 each followed by the end-of-turn token. A policy that has never seen the env then acts like a
@@ -69,7 +69,7 @@ class AdmissibleGenerator:
     def generate(
         self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
     ) -> list[list[int]]:
-        """See :class:`~ttg_envs.training.actor_rollout.TokenGenerator`."""
+        """See :class:`~ttg_envs.training.actor.rollout.TokenGenerator`."""
         import torch
 
         tries = [self._trie(p) for p in prompts]

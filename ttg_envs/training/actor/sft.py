@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from .._optional import require
-from ..agents.window import PromptWindow
-from ..core import parse_react
-from .actor_rollout import chat_prompt_ids
+from ..._optional import require
+from ...agents.window import PromptWindow
+from ...core import parse_react
+from .rollout import chat_prompt_ids
 
 __all__ = ["Demonstration", "DemoStats", "command_only", "demonstration_rows", "record_demonstrations", "sft_train"]
 
