@@ -176,8 +176,7 @@ def compare_with_stock(n_tasks: int, n_steps: int = 20, group: int = 8) -> dict[
     tasks = gym.make("ttg/ALFWorld-v0", split="valid_seen").unwrapped.tasks
     indices = list(range(1, 1 + n_tasks))
     stock = stock_stack()
-    t = {k: [] for k in ("stock_load", "ttg_cold", "stock_reset", "ttg_reset", "stock_step", "ttg_step",
-                         "stock_group", "ttg_group")}
+    t = {k: [] for k in ("stock_load", "ttg_cold", "stock_reset", "ttg_reset", "stock_step", "ttg_step", "stock_group", "ttg_group")}
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TTG_ENVS_CACHE"] = cache
         env = gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=10_000)
@@ -227,8 +226,13 @@ def compare_with_stock(n_tasks: int, n_steps: int = 20, group: int = 8) -> dict[
             assert stock_commands == ttg_commands
         env.close()
         # warm: a fresh process, the cache filled by this one
-        out = subprocess.run([sys.executable, __file__, "--warm-child", json.dumps(indices)], capture_output=True,
-                             text=True, check=True, env={**os.environ, "TTG_ENVS_CACHE": cache})
+        out = subprocess.run(
+            [sys.executable, __file__, "--warm-child", json.dumps(indices)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "TTG_ENVS_CACHE": cache},
+        )
         t["ttg_warm"] = json.loads(out.stdout.strip().splitlines()[-1])
     return {k: statistics.mean(v) for k, v in t.items()}
 
@@ -275,11 +279,13 @@ def resource_cycles(n: int) -> None:
 
 def print_comparison(m: dict[str, float]) -> None:
     """Print section 0 as a table of ms and ratios."""
-    rows = [("new-game load, cold cache", "stock_load", "ttg_cold", None),
-            ("new-game load, warm (fresh process)", "stock_load", "ttg_warm", 0.1),
-            ("reset of the same game", "stock_reset", "ttg_reset", None),
-            ("step", "stock_step", "ttg_step", 0.2),
-            ("group of 8 rollouts x 20 steps", "stock_group", "ttg_group", 0.2)]
+    rows = [
+        ("new-game load, cold cache", "stock_load", "ttg_cold", None),
+        ("new-game load, warm (fresh process)", "stock_load", "ttg_warm", 0.1),
+        ("reset of the same game", "stock_reset", "ttg_reset", None),
+        ("step", "stock_step", "ttg_step", 0.2),
+        ("group of 8 rollouts x 20 steps", "stock_group", "ttg_group", 0.2),
+    ]
     print(f"{'operation':38s} {'stock ms':>10s} {'ttg ms':>10s} {'ttg/stock':>10s}")
     for name, a, b, target in rows:
         goal = f"(target <= {target})" if target else ""
@@ -312,16 +318,22 @@ def main() -> None:
         for _ in range(2):  # warm-up round, then the measured one
             bare = time_bare(tasks, sequences)
             wrapped = time_wrapped(sequences, Path(tmp) / "traj.jsonl")
-    print(f"step: bare engine {1e3 * bare:.2f} ms, TokenCounter+TrajectoryRecorder {1e3 * wrapped:.2f} ms, "
-          f"ratio {wrapped / bare:.3f} (target <= 1.10)")
+    print(
+        f"step: bare engine {1e3 * bare:.2f} ms, TokenCounter+TrajectoryRecorder {1e3 * wrapped:.2f} ms, "
+        f"ratio {wrapped / bare:.3f} (target <= 1.10)"
+    )
 
     snap1 = time_branch(sequences, 1, "snapshot", args.repeats)
     snap40 = time_branch(sequences, 40, "snapshot", args.repeats)
     replay40 = time_branch(sequences, 40, "replay", max(1, args.repeats // 2))
-    print(f"branch+1 step: snapshot at step 1 {1e3 * snap1:.1f} ms, at step 40 {1e3 * snap40:.1f} ms, "
-          f"ratio {snap40 / snap1:.2f} (target <= 1.5)")
-    print(f"branch+1 step at step 40: replay {1e3 * replay40:.1f} ms, snapshot {1e3 * snap40:.1f} ms, "
-          f"replay/snapshot {replay40 / snap40:.1f}x")
+    print(
+        f"branch+1 step: snapshot at step 1 {1e3 * snap1:.1f} ms, at step 40 {1e3 * snap40:.1f} ms, "
+        f"ratio {snap40 / snap1:.2f} (target <= 1.5)"
+    )
+    print(
+        f"branch+1 step at step 40: replay {1e3 * replay40:.1f} ms, snapshot {1e3 * snap40:.1f} ms, "
+        f"replay/snapshot {replay40 / snap40:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -87,8 +87,9 @@ def run_chunk(tree: Path, workload: str, indices: list[int]) -> dict:
     """One chunk of a workload with ``tree``'s code in a fresh process and an empty cache."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "PYTHONPATH": str(tree), "TTG_ENVS_CACHE": cache, "PYTHONWARNINGS": "ignore"}
-        done = subprocess.run([sys.executable, "-c", DRIVER, workload, ",".join(map(str, indices))], env=env,
-                              capture_output=True, text=True, cwd=tree)
+        done = subprocess.run(
+            [sys.executable, "-c", DRIVER, workload, ",".join(map(str, indices))], env=env, capture_output=True, text=True, cwd=tree
+        )
     if done.returncode:
         raise RuntimeError(f"{workload} on {tree} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -119,14 +120,17 @@ def main() -> None:
     from ttg_envs.envs.alfworld import load_tasks
 
     n_train, n_valid = len(load_tasks("train")), len(load_tasks("valid_seen"))
-    tasks = {"record": spread(n_train, args.record_tasks), "expert": list(range(0, n_valid, args.every)),
-             "noisy": spread(n_valid, args.noisy_tasks)}
+    tasks = {
+        "record": spread(n_train, args.record_tasks),
+        "expert": list(range(0, n_valid, args.every)),
+        "noisy": spread(n_valid, args.noisy_tasks),
+    }
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         old = baseline_tree(args.baseline, Path(tmp))
         for workload in args.workloads:
             indices = tasks[workload]
-            chunks = [indices[i:i + args.chunk] for i in range(0, len(indices), args.chunk)]
+            chunks = [indices[i : i + args.chunk] for i in range(0, len(indices), args.chunk)]
             totals = {"this": 0.0, "baseline": 0.0}
             stats = {"planner_timeouts": 0, "plans_repaired": 0, "wins_this": 0, "wins_baseline": 0}
             for k, chunk in enumerate(chunks):
@@ -139,8 +143,10 @@ def main() -> None:
                     if name == "this":
                         stats["planner_timeouts"] += result.get("planner_timeouts", 0)
                         stats["plans_repaired"] += result.get("plans_repaired", 0)
-                print(f"{workload} chunk {k + 1}/{len(chunks)}: this {totals['this']:.1f}s, "
-                      f"baseline {totals['baseline']:.1f}s so far", flush=True)
+                print(
+                    f"{workload} chunk {k + 1}/{len(chunks)}: this {totals['this']:.1f}s, baseline {totals['baseline']:.1f}s so far",
+                    flush=True,
+                )
             rows.append((workload, len(indices), totals, stats))
     print(f"\nbaseline: {args.baseline}; each chunk in a fresh process with an empty translation cache\n")
     print("| workload | tasks | this (s) | baseline (s) | this/baseline | wins this/baseline | planner limit hits | plans repaired |")
@@ -149,8 +155,10 @@ def main() -> None:
         wins = f"{stats['wins_this']}/{stats['wins_baseline']}" if workload != "record" else "n/a"
         repaired = stats["plans_repaired"] if workload != "record" else "n/a"
         hits = stats["planner_timeouts"]
-        print(f"| {workload} | {n} | {totals['this']:.1f} | {totals['baseline']:.1f} | "
-              f"{totals['this'] / totals['baseline']:.3f} | {wins} | {hits} | {repaired} |")
+        print(
+            f"| {workload} | {n} | {totals['this']:.1f} | {totals['baseline']:.1f} | "
+            f"{totals['this'] / totals['baseline']:.3f} | {wins} | {hits} | {repaired} |"
+        )
 
 
 if __name__ == "__main__":

@@ -70,8 +70,10 @@ def main() -> None:
     print(f"final answer + verifier    {1e3 * final:8.1f} ms")
     for (steps, method), seconds in rows.items():
         print(f"branch by {method:<8} @ {steps:>2}   {1e3 * seconds:8.1f} ms")
-    print(f"snapshot branch @12 / @1: {rows[(12, 'snapshot')] / rows[(1, 'snapshot')]:.2f}x; "
-          f"replay / snapshot @12: {rows[(12, 'replay')] / rows[(12, 'snapshot')]:.1f}x")
+    print(
+        f"snapshot branch @12 / @1: {rows[(12, 'snapshot')] / rows[(1, 'snapshot')]:.2f}x; "
+        f"replay / snapshot @12: {rows[(12, 'replay')] / rows[(12, 'snapshot')]:.1f}x"
+    )
     print(f"gold replay of {len(load_gold())} tasks: {replay:.1f} s ({len(load_gold()) / replay:.1f} episodes/s)")
 
 

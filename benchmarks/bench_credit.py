@@ -93,15 +93,9 @@ def main() -> None:
     error = np.abs(result - reference).max()
 
     timings = {
-        "per-trajectory numpy loop, token-level": best_time(
-            lambda: per_trajectory(batch), args.repeats
-        ),
-        "batched torch, token-level [B, L]": best_time(
-            lambda: batched(tensors, token_step), args.repeats
-        ),
-        "batched torch, step-level [B, T_max]": best_time(
-            lambda: batched(tensors, None), args.repeats
-        ),
+        "per-trajectory numpy loop, token-level": best_time(lambda: per_trajectory(batch), args.repeats),
+        "batched torch, token-level [B, L]": best_time(lambda: batched(tensors, token_step), args.repeats),
+        "batched torch, step-level [B, T_max]": best_time(lambda: batched(tensors, None), args.repeats),
     }
     print(
         f"{BATCH} trajectories x {STEPS} steps x {TOKENS} tokens = {total:,} tokens "
@@ -109,10 +103,7 @@ def main() -> None:
     )
     loop_s = timings["per-trajectory numpy loop, token-level"]
     for name, seconds in timings.items():
-        print(
-            f"{name:40s} {seconds * 1e3:8.2f} ms {total / seconds:15,.0f} tokens/s "
-            f"{loop_s / seconds:6.1f}x the loop"
-        )
+        print(f"{name:40s} {seconds * 1e3:8.2f} ms {total / seconds:15,.0f} tokens/s {loop_s / seconds:6.1f}x the loop")
     print(f"max |batched - loop| = {error:.2e} (float32)")
 
 

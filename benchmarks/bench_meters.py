@@ -48,12 +48,24 @@ def episodes(n: int) -> list[list[dict]]:
     """``n`` transcripts of ``STEPS`` actions in ALFWorld's style."""
     out = []
     for e in range(n):
-        msgs = [{"role": "system", "content": "You are an agent in a household."},
-                {"role": "user", "content": f"You are in the middle of a room with cabinets 1-{e + 6}.\n\nYour task is to: put a clean mug {e} in coffeemachine."}]
+        msgs = [
+            {"role": "system", "content": "You are an agent in a household."},
+            {
+                "role": "user",
+                "content": f"You are in the middle of a room with cabinets 1-{e + 6}.\n\nYour task is to: put a clean mug {e} in coffeemachine.",
+            },
+        ]
         for i in range(STEPS):
-            msgs.append({"role": "assistant", "content": f"<think>Next I will go to cabinet {i}.</think><action>go to cabinet {i}</action>"})
-            msgs.append({"role": "user", "content": f"You arrive at cabinet {i}. On the cabinet {i}, you see a mug {e}, a plate {i}.\n\n"
-                         f"Admissible actions: examine cabinet {i}, go to sinkbasin 1, take mug {e} from cabinet {i}, look, inventory"})
+            msgs.append(
+                {"role": "assistant", "content": f"<think>Next I will go to cabinet {i}.</think><action>go to cabinet {i}</action>"}
+            )
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": f"You arrive at cabinet {i}. On the cabinet {i}, you see a mug {e}, a plate {i}.\n\n"
+                    f"Admissible actions: examine cabinet {i}, go to sinkbasin 1, take mug {e} from cabinet {i}, look, inventory",
+                }
+            )
         out.append(msgs)
     return out
 
@@ -101,9 +113,14 @@ def serve(meter: TransformersMeter) -> tuple[ThreadingHTTPServer, str]:
             text = tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
             ids = torch.tensor([tokenizer.encode(text, add_special_tokens=False)])
             with lock, torch.inference_mode():
-                out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                     max_new_tokens=body.get("max_tokens", 24), pad_token_id=tokenizer.pad_token_id)
-            answer = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    do_sample=False,
+                    max_new_tokens=body.get("max_tokens", 24),
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            answer = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
             data = json.dumps({"choices": [{"message": {"role": "assistant", "content": answer}}]}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -147,10 +164,14 @@ def main() -> None:
     served = TransformersMeter(causal, bpe, prompt=prompt, max_new_tokens=16)
     server, url = serve(served)
     backends = {
-        "transformers (tiny Qwen3, 1.2M)": lambda c: TransformersMeter(causal, bpe, prompt=prompt, batch_size=12, max_new_tokens=16, cache_size=c),
+        "transformers (tiny Qwen3, 1.2M)": lambda c: TransformersMeter(
+            causal, bpe, prompt=prompt, batch_size=12, max_new_tokens=16, cache_size=c
+        ),
         "encoder-tiny (BERT 2x128 + GRU head)": lambda c: EncoderMeter(tiny_net, wordpiece, config, cache_size=c, segment_cache_size=c),
         "encoder-minilm (MiniLM-L6, frozen)": lambda c: EncoderMeter(minilm_net, minilm_tok, config, cache_size=c, segment_cache_size=c),
-        "openai-http (local server, tiny Qwen3)": lambda c: OpenAIMeter(url, "tiny", prompt=prompt, max_tokens=16, concurrency=4, cache_size=c),
+        "openai-http (local server, tiny Qwen3)": lambda c: OpenAIMeter(
+            url, "tiny", prompt=prompt, max_tokens=16, concurrency=4, cache_size=c
+        ),
     }
     print(f"{sum(len(e) for e in per_episode)} histories, torch threads {args.threads}\n")
     print("| backend | step, no cache | step, cache | batch of 12 | repeat (cached) |")

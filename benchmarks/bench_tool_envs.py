@@ -74,8 +74,12 @@ def _branch_costs(env, text: str, repeats: int, task) -> dict[str, float]:
         env.step(text)
     at_20 = timed(env.branch, repeats)
     replay_20 = timed(lambda: env.branch("replay"), max(1, repeats // 2))
-    return {"branch at step 1 (ms)": 1e3 * at_1, "branch at step 20 (ms)": 1e3 * at_20,
-            "step 20 / step 1": at_20 / at_1, "replay at step 20 (ms)": 1e3 * replay_20}
+    return {
+        "branch at step 1 (ms)": 1e3 * at_1,
+        "branch at step 20 (ms)": 1e3 * at_20,
+        "step 20 / step 1": at_20 / at_1,
+        "replay at step 20 (ms)": 1e3 * replay_20,
+    }
 
 
 def bfcl_gold() -> None:
@@ -117,8 +121,10 @@ def tau2_gold() -> None:
             dropped[writes][0] += _play(drop_env, Tau2Gold(drop_last=True))["success"]
             dropped[writes][1] += 1
         w, r = dropped[True], dropped[False]
-        print(f"  {domain:8s} gold {won:4d} / {gold_env.num_tasks}   drop_last: last action writes {w[0]} / {w[1]}, "
-              f"read-only or none {r[0]} / {r[1]}" + (f"   misses: {', '.join(misses)}" if misses else ""))
+        print(
+            f"  {domain:8s} gold {won:4d} / {gold_env.num_tasks}   drop_last: last action writes {w[0]} / {w[1]}, "
+            f"read-only or none {r[0]} / {r[1]}" + (f"   misses: {', '.join(misses)}" if misses else "")
+        )
 
 
 def _play(env, policy) -> dict:
@@ -134,8 +140,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--gold", action="store_true", help="also run the full gold-replay sweeps (minutes)")
     args = parser.parse_args()
-    for name, costs in (("ttg/BFCL-v0 (multi_turn_base_0)", bfcl_costs(args.repeats)),
-                        ("ttg/Tau2-v0 (retail task 0)", tau2_costs(args.repeats))):
+    for name, costs in (
+        ("ttg/BFCL-v0 (multi_turn_base_0)", bfcl_costs(args.repeats)),
+        ("ttg/Tau2-v0 (retail task 0)", tau2_costs(args.repeats)),
+    ):
         print(f"\n{name}")
         for key, value in costs.items():
             print(f"  {key:24s} {value:9.3f}")

@@ -38,9 +38,13 @@ ENV_ID = "ttg/ALFWorld-v0"
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--env", default="alfworld", choices=("alfworld", "corridor"),
-                   help="alfworld: the noisy-expert SFT start on ttg/ALFWorld-v0; corridor: ttg-toy/Corridor-v0 "
-                        "from a fresh tiny policy (tasks 0-31 train, 100-131 held out; scripted distance meter)")
+    p.add_argument(
+        "--env",
+        default="alfworld",
+        choices=("alfworld", "corridor"),
+        help="alfworld: the noisy-expert SFT start on ttg/ALFWorld-v0; corridor: ttg-toy/Corridor-v0 "
+        "from a fresh tiny policy (tasks 0-31 train, 100-131 held out; scripted distance meter)",
+    )
     p.add_argument("--out", default=None, help="default: benchmarks/results/train_compare[_corridor]")
     p.add_argument("--estimators", default=",".join(ESTIMATORS))
     p.add_argument("--seeds", default="0,1,2")
@@ -53,9 +57,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-turns", type=int, default=15)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--kl-coef", type=float, default=0.0)
-    p.add_argument("--meter", default=ENV_ID, help="load_meter spec for delta_ttg (default: the shipped ALFWorld "
-                   "meter); with --env corridor, 'budget' gives the scripted meter that also predicts failure "
-                   "when too few turns are left (corridor_meter(budget_aware=True))")
+    p.add_argument(
+        "--meter",
+        default=ENV_ID,
+        help="load_meter spec for delta_ttg (default: the shipped ALFWorld "
+        "meter); with --env corridor, 'budget' gives the scripted meter that also predicts failure "
+        "when too few turns are left (corridor_meter(budget_aware=True))",
+    )
     p.add_argument("--sft-eps", type=float, default=0.3, help="noise of the recorded noisy expert")
     p.add_argument("--sft-tasks", type=int, default=None, help="record on this many even-index train tasks (default: all)")
     p.add_argument("--sft-epochs", type=int, default=3)
@@ -143,8 +151,7 @@ def build_start(args, folder: Path) -> dict[str, Any]:
 
     even = list(range(0, n, 2))
     sft_tasks = [even[i] for i in spread_indices(len(even), args.sft_tasks)]
-    demos, stats = record_demonstrations(
-        env, lambda s: command_only(make_policy("noisy_expert", seed=s, eps=args.sft_eps)), sft_tasks)
+    demos, stats = record_demonstrations(env, lambda s: command_only(make_policy("noisy_expert", seed=s, eps=args.sft_eps)), sft_tasks)
     texts = [env.unwrapped.system_prompt] + [m["content"] for d in demos for m in d.messages[1:]] + [d.action for d in demos]
     tokenizer = train_bpe_tokenizer(texts, vocab_size=args.vocab)
     rows = demonstration_rows(tokenizer, demos, PAPER_E5)
@@ -155,11 +162,22 @@ def build_start(args, folder: Path) -> dict[str, Any]:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     info = {
-        "recorded": {"policy": f"noisy_expert:{args.sft_eps}", "tasks": len(sft_tasks), "episodes": stats.episodes,
-                     "success_rate": stats.success_rate, "steps": stats.steps, "planner_timeouts": stats.planner_timeouts,
-                     "seconds": round(stats.seconds, 1)},
-        "sft": {"rows": len(rows), "epochs": args.sft_epochs, "losses": [round(x, 4) for x in losses],
-                "seconds": round(time.perf_counter() - sft_start, 1), "params": sum(p.numel() for p in model.parameters())},
+        "recorded": {
+            "policy": f"noisy_expert:{args.sft_eps}",
+            "tasks": len(sft_tasks),
+            "episodes": stats.episodes,
+            "success_rate": stats.success_rate,
+            "steps": stats.steps,
+            "planner_timeouts": stats.planner_timeouts,
+            "seconds": round(stats.seconds, 1),
+        },
+        "sft": {
+            "rows": len(rows),
+            "epochs": args.sft_epochs,
+            "losses": [round(x, 4) for x in losses],
+            "seconds": round(time.perf_counter() - sft_start, 1),
+            "params": sum(p.numel() for p in model.parameters()),
+        },
         "build_s": round(time.perf_counter() - start, 1),
     }
     (folder / "start.json").write_text(json.dumps(info, indent=1))
@@ -178,8 +196,9 @@ def held_out_tasks(args) -> dict[str, tuple[int, ...]]:
 
     if args.env == "corridor":
         return {"held_out": tuple(range(100, 100 + args.eval_tasks))}
-    return {split: spread_indices(make_envs(args, split, 1)[0].unwrapped.num_tasks, args.eval_tasks)
-            for split in ("valid_seen", "valid_unseen")}
+    return {
+        split: spread_indices(make_envs(args, split, 1)[0].unwrapped.num_tasks, args.eval_tasks) for split in ("valid_seen", "valid_unseen")
+    }
 
 
 def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tuple[int, ...]], args) -> dict[str, float]:
@@ -195,8 +214,7 @@ def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tupl
     generator = AdmissibleGenerator(model, tokenizer)
     for split, indices in tasks.items():
         specs = [(i, task, 1000 + i) for i, task in enumerate(indices)]
-        episodes = run_episodes(envs[split][: len(specs)], generator, tokenizer, specs, max_tokens(args), 1.0, 1.0,
-                                window(args))
+        episodes = run_episodes(envs[split][: len(specs)], generator, tokenizer, specs, max_tokens(args), 1.0, 1.0, window(args))
         out[split] = float(np.mean([e.success for e in episodes]))
         every += [e.success for e in episodes]
     out["all"] = float(np.mean(every))
@@ -214,18 +232,33 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
 
     model, tokenizer = load_start(start)
     config = TrainConfig(
-        env_id=env_id(args), env_kwargs=env_kwargs(args, "train"), estimator=estimator, steps=args.steps,
-        tasks_per_step=args.tasks_per_step, group_size=args.group_size, max_turns=args.max_turns,
-        max_tokens_per_turn=max_tokens(args), lr=args.lr, kl_coef=args.kl_coef, entropy_coef=0.0, mini_batch_rows=32 if args.env == "corridor" else 64,
-        micro_batch_rows=16, task_indices=train_pool(args), history=window(args).history,
-        max_prompt_tokens=window(args).max_prompt_tokens, failure_cost=64.0 if args.env == "corridor" else None,
-        seed=seed, save_every=0, out_dir=str(Path(args.out) / "runs" / f"{estimator}-{seed}"),
+        env_id=env_id(args),
+        env_kwargs=env_kwargs(args, "train"),
+        estimator=estimator,
+        steps=args.steps,
+        tasks_per_step=args.tasks_per_step,
+        group_size=args.group_size,
+        max_turns=args.max_turns,
+        max_tokens_per_turn=max_tokens(args),
+        lr=args.lr,
+        kl_coef=args.kl_coef,
+        entropy_coef=0.0,
+        mini_batch_rows=32 if args.env == "corridor" else 64,
+        micro_batch_rows=16,
+        task_indices=train_pool(args),
+        history=window(args).history,
+        max_prompt_tokens=window(args).max_prompt_tokens,
+        failure_cost=64.0 if args.env == "corridor" else None,
+        seed=seed,
+        save_every=0,
+        out_dir=str(Path(args.out) / "runs" / f"{estimator}-{seed}"),
     )
     metrics_file = Path(config.out_dir) / "metrics.jsonl"
     if metrics_file.exists():
         metrics_file.unlink()
-    trainer = Trainer(config, model, tokenizer, meter=meter if estimator == "delta_ttg" else None,
-                      generator=AdmissibleGenerator(model, tokenizer))
+    trainer = Trainer(
+        config, model, tokenizer, meter=meter if estimator == "delta_ttg" else None, generator=AdmissibleGenerator(model, tokenizer)
+    )
     run = {"estimator": estimator, "seed": seed, "eval_steps": [], "eval": [], "eval_tokens": [], "train": []}
     tokens = 0
     begin = time.perf_counter()
@@ -233,13 +266,13 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
         if target:
             for m in trainer.train(steps=target, progress=False):
                 tokens += m["response_tokens"]
-                run["train"].append({k: m[k] for k in ("step", "success_rate", "reward_mean", "turns_mean",
-                                                       "response_tokens", "loss", "step_s")})
+                run["train"].append(
+                    {k: m[k] for k in ("step", "success_rate", "reward_mean", "turns_mean", "response_tokens", "loss", "step_s")}
+                )
         run["eval_steps"].append(target)
         run["eval_tokens"].append(tokens)
         run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args))
-        print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} "
-              f"({time.perf_counter() - begin:.0f}s)", flush=True)
+        print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} ({time.perf_counter() - begin:.0f}s)", flush=True)
     run["wall_s"] = round(time.perf_counter() - begin, 1)
     return run
 
@@ -252,10 +285,18 @@ def summary(runs: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]
         success = np.array([[e["all"] for e in r["eval"]] for r in mine])
         mean = success.mean(0)
         reached = [s for s, m in zip(steps, mean) if m >= threshold]
-        rows.append({"estimator": estimator, "seeds": len(mine), "steps": steps, "mean": mean.tolist(),
-                     "std": success.std(0).tolist(), "steps_to_threshold": reached[0] if reached else None,
-                     "tokens": np.mean([r["eval_tokens"] for r in mine], 0).tolist(),
-                     "wall_s": float(np.mean([r["wall_s"] for r in mine]))})
+        rows.append(
+            {
+                "estimator": estimator,
+                "seeds": len(mine),
+                "steps": steps,
+                "mean": mean.tolist(),
+                "std": success.std(0).tolist(),
+                "steps_to_threshold": reached[0] if reached else None,
+                "tokens": np.mean([r["eval_tokens"] for r in mine], 0).tolist(),
+                "wall_s": float(np.mean([r["wall_s"] for r in mine])),
+            }
+        )
     return rows
 
 
@@ -315,12 +356,17 @@ def main(argv=None) -> int:
         from ttg_envs.meters import load_meter
 
         meter = load_meter(args.meter)
-    runs = [train_run(args, est, int(seed), out / "start", tasks, eval_envs, meter)
-            for seed in args.seeds.split(",") for est in estimators]
+    runs = [train_run(args, est, int(seed), out / "start", tasks, eval_envs, meter) for seed in args.seeds.split(",") for est in estimators]
     rows = summary(runs, args.threshold)
-    result = {"command": "python " + " ".join(sys.argv), "args": vars(args), "start": start_info,
-              "held_out_tasks": tasks, "runs": runs, "summary": rows,
-              "wall_s": round(time.perf_counter() - begin, 1)}
+    result = {
+        "command": "python " + " ".join(sys.argv),
+        "args": vars(args),
+        "start": start_info,
+        "held_out_tasks": tasks,
+        "runs": runs,
+        "summary": rows,
+        "wall_s": round(time.perf_counter() - begin, 1),
+    }
     (out / "curves.json").write_text(json.dumps(result, indent=1))
     (out / "table.md").write_text(markdown(rows, args.threshold))
     try:

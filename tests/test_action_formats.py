@@ -12,24 +12,30 @@ from ttg_envs.core import parse_lenient, parse_react
 COMMANDS = ["go to bed 1", "go to drawer 1", "go to drawer 10", "look", "look at mug 1", "take mug 1 from desk 1"]
 
 
-@pytest.mark.parametrize("text, command", [
-    ("1. Go to bed 1.", "go to bed 1"),                          # SmolLM2's prose answer
-    ("I will go to drawer 10 now", "go to drawer 10"),           # drawer 1 is not named by drawer 10
-    ("<think>the mug</think>\nAction: look at mug 1", "look at mug 1"),  # "look" inside it is no second choice
-    ("<action>go to bed 1</action>", "go to bed 1"),             # strict answers stay as they are
-    ("- open the window", "open the window"),                    # one line, no admissible command named
-    ("<action>go to bed 1", "go to bed 1"),                      # an unclosed tag
-])
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("1. Go to bed 1.", "go to bed 1"),  # SmolLM2's prose answer
+        ("I will go to drawer 10 now", "go to drawer 10"),  # drawer 1 is not named by drawer 10
+        ("<think>the mug</think>\nAction: look at mug 1", "look at mug 1"),  # "look" inside it is no second choice
+        ("<action>go to bed 1</action>", "go to bed 1"),  # strict answers stay as they are
+        ("- open the window", "open the window"),  # one line, no admissible command named
+        ("<action>go to bed 1", "go to bed 1"),  # an unclosed tag
+    ],
+)
 def test_lenient_reads(text, command):
     assert parse_lenient(text, COMMANDS).command == command
 
 
-@pytest.mark.parametrize("text", [
-    "go to bed 1 or go to drawer 1",   # two commands named
-    "first this\nthen that",           # several lines, nothing named
-    "",
-    "<think>go to bed 1</think>",      # only inside the reasoning
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "go to bed 1 or go to drawer 1",  # two commands named
+        "first this\nthen that",  # several lines, nothing named
+        "",
+        "<think>go to bed 1</think>",  # only inside the reasoning
+    ],
+)
 def test_lenient_refuses_with_the_strict_error(text):
     parsed = parse_lenient(text, COMMANDS)
     assert parsed.command is None and parsed.error == parse_react(text).error

@@ -98,8 +98,10 @@ class _ChatServer(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append((self.path, self.headers.get("Authorization"), body))
-        choices = [{"index": i, "message": {"role": "assistant", "content": f"<action>look {i}</action>"}, "token_ids": [1] * (i + 1)}
-                   for i in reversed(range(body["n"]))]
+        choices = [
+            {"index": i, "message": {"role": "assistant", "content": f"<action>look {i}</action>"}, "token_ids": [1] * (i + 1)}
+            for i in reversed(range(body["n"]))
+        ]
         data = json.dumps({"choices": choices}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

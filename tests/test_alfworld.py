@@ -73,8 +73,9 @@ print(hashlib.sha256(json.dumps(trace).encode()).hexdigest())
 def test_same_seed_same_episode_in_two_processes():
     def run(seed, hashseed):
         env = {**os.environ, "PYTHONHASHSEED": hashseed}
-        return subprocess.run([sys.executable, "-c", _EPISODE, str(seed)], env=env, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", _EPISODE, str(seed)], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     first = run(3, "1")
     assert first == run(3, "2")

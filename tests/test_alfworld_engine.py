@@ -84,8 +84,9 @@ def test_a_fresh_process_loads_a_seen_game_without_translating(cache_dir):
         "obs, info = env.reset(options={'task_index': 3})\n"
         "print(env.unwrapped._engine.translation.origin, len(info['admissible_commands']))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TTG_ENVS_CACHE": str(cache_dir)},
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "TTG_ENVS_CACHE": str(cache_dir)}, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["disk", str(len(env.unwrapped.admissible_commands))]
 
 
@@ -130,19 +131,39 @@ def test_corrupt_or_foreign_cache_entry_is_rebuilt(cache_dir, monkeypatch, damag
 def test_stock_textworld_in_the_same_process_is_untouched():
     from textworld.envs.pddl import logic, pddl, textgen
 
-    before = {f: getattr(owner, f.split(".")[-1]) for owner, f in [
-        (textgen.ContextSensitiveGrammar, "CSG.derive"), (textgen.ContextSensitiveGrammar, "CSG.parse"),
-        (textgen, "copy_context"), (textgen, "_parse_and_convert"), (pddl.PddlEnv, "PddlEnv.load"),
-        (pddl.PddlEnv, "PddlEnv.reset"), (pddl.PddlEnv, "PddlEnv.step"), (pddl.PddlEnv, "PddlEnv._gather_infos"),
-        (logic.PddlState, "PddlState.__init__"), (logic, "_parse_and_convert")]}
+    before = {
+        f: getattr(owner, f.split(".")[-1])
+        for owner, f in [
+            (textgen.ContextSensitiveGrammar, "CSG.derive"),
+            (textgen.ContextSensitiveGrammar, "CSG.parse"),
+            (textgen, "copy_context"),
+            (textgen, "_parse_and_convert"),
+            (pddl.PddlEnv, "PddlEnv.load"),
+            (pddl.PddlEnv, "PddlEnv.reset"),
+            (pddl.PddlEnv, "PddlEnv.step"),
+            (pddl.PddlEnv, "PddlEnv._gather_infos"),
+            (logic.PddlState, "PddlState.__init__"),
+            (logic, "_parse_and_convert"),
+        ]
+    }
     env = gym.make("ttg/ALFWorld-v0", split="valid_seen")
     env.reset(options={"task_index": 0})
     env.step(f"<action>{env.unwrapped.admissible_commands[0]}</action>")
-    after = {f: getattr(owner, f.split(".")[-1]) for owner, f in [
-        (textgen.ContextSensitiveGrammar, "CSG.derive"), (textgen.ContextSensitiveGrammar, "CSG.parse"),
-        (textgen, "copy_context"), (textgen, "_parse_and_convert"), (pddl.PddlEnv, "PddlEnv.load"),
-        (pddl.PddlEnv, "PddlEnv.reset"), (pddl.PddlEnv, "PddlEnv.step"), (pddl.PddlEnv, "PddlEnv._gather_infos"),
-        (logic.PddlState, "PddlState.__init__"), (logic, "_parse_and_convert")]}
+    after = {
+        f: getattr(owner, f.split(".")[-1])
+        for owner, f in [
+            (textgen.ContextSensitiveGrammar, "CSG.derive"),
+            (textgen.ContextSensitiveGrammar, "CSG.parse"),
+            (textgen, "copy_context"),
+            (textgen, "_parse_and_convert"),
+            (pddl.PddlEnv, "PddlEnv.load"),
+            (pddl.PddlEnv, "PddlEnv.reset"),
+            (pddl.PddlEnv, "PddlEnv.step"),
+            (pddl.PddlEnv, "PddlEnv._gather_infos"),
+            (logic.PddlState, "PddlState.__init__"),
+            (logic, "_parse_and_convert"),
+        ]
+    }
     assert after == before
     # A stock PddlEnv still translates on load and reset and parses on every derive.
     import fast_downward

@@ -72,19 +72,24 @@ def regen_subprocess(regen_sample: list[dict[str, Any]]) -> Iterator[subprocess.
     """Regenerates the whole sample in another interpreter with another hash seed; started by the
     first test so that it runs on the second core while the others run."""
     hash_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed,
-           "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))}
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": hash_seed,
+        "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH")))),
+    }
     jobs = [[t["split"], t["type"], t["index"], t["seed"]] for t in regen_sample]
-    proc = subprocess.Popen([sys.executable, "-c", _REGEN_SCRIPT, json.dumps(jobs)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REGEN_SCRIPT, json.dumps(jobs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     yield proc
     if proc.poll() is None:
         proc.kill()
         proc.communicate()
 
 
-def test_manifest_counts_match_paper(manifest: dict[str, Any], tasks: dict[str, list[dict[str, Any]]],
-                                     regen_subprocess: subprocess.Popen) -> None:
+def test_manifest_counts_match_paper(
+    manifest: dict[str, Any], tasks: dict[str, list[dict[str, Any]]], regen_subprocess: subprocess.Popen
+) -> None:
     assert manifest["seed"] == 0
     assert manifest["generator_version"] == gen.GENERATOR_VERSION
     for split, expected in EXPECTED_COUNTS.items():
@@ -139,8 +144,7 @@ def test_task_fields(tasks: dict[str, list[dict[str, Any]]]) -> None:
     seen_ids = set()
     for split, split_tasks in tasks.items():
         for t in split_tasks:
-            assert set(t) == {"id", "type", "split", "index", "floorplan", "goal", "pddl_problem",
-                              "pddl_params", "walkthrough", "seed"}
+            assert set(t) == {"id", "type", "split", "index", "floorplan", "goal", "pddl_problem", "pddl_params", "walkthrough", "seed"}
             m = ID_RE.match(t["id"])
             assert m, t["id"]
             assert (m[1], m[2], f"FloorPlan{m[5]}", int(m[6])) == (split, t["type"], t["floorplan"], t["index"])
@@ -195,9 +199,9 @@ def test_regenerate_in_process(regen_sample: list[dict[str, Any]], lines: dict[s
         assert line == lines[task["split"]][_position(task)]
 
 
-def test_regenerate_in_subprocess_with_other_hash_seed(regen_subprocess: subprocess.Popen,
-                                                        regen_sample: list[dict[str, Any]],
-                                                        lines: dict[str, list[str]]) -> None:
+def test_regenerate_in_subprocess_with_other_hash_seed(
+    regen_subprocess: subprocess.Popen, regen_sample: list[dict[str, Any]], lines: dict[str, list[str]]
+) -> None:
     out, err = regen_subprocess.communicate(timeout=300)
     assert regen_subprocess.returncode == 0, err
     regenerated = json.loads(out.strip().splitlines()[-1])

@@ -85,8 +85,9 @@ def test_loader_joins_by_scenario_not_line_order(tmp_path):
     bundled = {s.name: s for s in load_scenarios(BUNDLED_DATA_DIR)}
     assert by_name["crm_1"].env_code == bundled["crm_1"].env_code
     first_row = json.loads(first)
-    assert by_name.get(first_row["scenario"], bundled[first_row["scenario"]]).verifiers[0] == \
-           bundled[first_row["scenario"]].verifiers[0]  # the first duplicate wins
+    assert (
+        by_name.get(first_row["scenario"], bundled[first_row["scenario"]]).verifiers[0] == bundled[first_row["scenario"]].verifiers[0]
+    )  # the first duplicate wins
 
 
 def test_loader_errors_name_the_file(tmp_path):
@@ -104,9 +105,16 @@ def test_loader_errors_name_the_file(tmp_path):
 # ----------------------------------------------------------------- the database
 def test_database_build_snapshot_restore(tmp_path):
     tables = [{"name": "t", "ddl": "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)", "indexes": []}]
-    report = db.build_database(tmp_path / "a.db", tables, [
-        "INSERT INTO t VALUES (1, 'x');", "INSERT INTO t VALUES (2, 'x');",
-        f"ATTACH DATABASE '{tmp_path / 'evil.db'}' AS evil;", "INSERT INTO t VALUES (3, 'y');"])
+    report = db.build_database(
+        tmp_path / "a.db",
+        tables,
+        [
+            "INSERT INTO t VALUES (1, 'x');",
+            "INSERT INTO t VALUES (2, 'x');",
+            f"ATTACH DATABASE '{tmp_path / 'evil.db'}' AS evil;",
+            "INSERT INTO t VALUES (3, 'y');",
+        ],
+    )
     assert report.executed == 3 and [why for _, why in report.failed] == ["UNIQUE constraint failed: t.v", "not authorized"]
     assert not (tmp_path / "evil.db").exists()
     before = db.digest(tmp_path / "a.db")
@@ -133,8 +141,12 @@ def test_every_gold_replay_succeeds_and_every_wrong_write_fails(env):
 
 
 def test_write_tasks_fail_without_the_write(env):
-    writes = [t for t, g in GOLD.items() if "Reply with" not in env.unwrapped.tasks[env.unwrapped.task_index_of(t)].text
-              and "?" not in env.unwrapped.tasks[env.unwrapped.task_index_of(t)].text]
+    writes = [
+        t
+        for t, g in GOLD.items()
+        if "Reply with" not in env.unwrapped.tasks[env.unwrapped.task_index_of(t)].text
+        and "?" not in env.unwrapped.tasks[env.unwrapped.task_index_of(t)].text
+    ]
     assert len(writes) >= 30
     for task_id in writes:
         _, info = _replay(env, task_id, [], GOLD[task_id]["final_answer"])
@@ -151,8 +163,7 @@ def test_tools_are_the_apps_routes(env):
     obs, _, _, _, info = env.step(call_text("create_ticket", {"subject": "x"}))
     assert "missing required argument 'description'" in obs and not info["action_valid"]
     obs, *_ = env.step(call_text("get_ticket", {"ticket_id": 99}))
-    assert obs == ('<tool_response>\nError calling get_ticket. Status code: 404. Response: {"detail":"Ticket not found"}'
-                   "\n</tool_response>")
+    assert obs == ('<tool_response>\nError calling get_ticket. Status code: 404. Response: {"detail":"Ticket not found"}\n</tool_response>')
     obs, *_ = env.step(call_text("delete_everything", {}))
     assert "Unknown tool 'delete_everything'" in obs
     messages = env.unwrapped.messages
@@ -160,7 +171,7 @@ def test_tools_are_the_apps_routes(env):
 
 
 # ----------------------------------------------------------------- the sandbox
-CHAOS_APP = '''
+CHAOS_APP = """
 import os, socket, time
 from fastapi import FastAPI
 from sqlalchemy import create_engine, text
@@ -206,15 +217,15 @@ def read_outside(path: str):
 @app.get("/spawn", operation_id="spawn")
 def spawn():
     os.system("true")
-'''
+"""
 
 VERIFIERS = {
     0: "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import sqlite3\n"
-       "    n = sqlite3.connect(final_db_path).execute('SELECT n FROM counter').fetchone()[0]\n"
-       "    return {'result': 'complete' if n == 2 else 'others', 'n': n}\n",
+    "    n = sqlite3.connect(final_db_path).execute('SELECT n FROM counter').fetchone()[0]\n"
+    "    return {'result': 'complete' if n == 2 else 'others', 'n': n}\n",
     1: "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    while True:\n        pass\n",
     2: "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n"
-       "    open('/tmp/ttg-awm-verifier-escape', 'w').write('x')\n",
+    "    open('/tmp/ttg-awm-verifier-escape', 'w').write('x')\n",
     3: "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    return ['complete']\n",
     4: "def verify_task_completion(:\n",
 }
@@ -226,13 +237,23 @@ def chaos(tmp_path_factory):
     rows = {
         "gen_scenario.jsonl": [{"name": "chaos_1", "description": "Misbehaving tools."}],
         "gen_tasks.jsonl": [{"scenario": "chaos_1", "tasks": [f"task {i}" for i in VERIFIERS]}],
-        "gen_db.jsonl": [{"scenario": "chaos_1", "db_path": "x", "db_schema": {"tables": [
-            {"name": "counter", "ddl": "CREATE TABLE counter (n INTEGER)", "indexes": []}]}}],
-        "gen_sample.jsonl": [{"scenario": "chaos_1", "sample_data": {"tables": [
-            {"table_name": "counter", "insert_statements": ["INSERT INTO counter VALUES (0);"]}]}}],
+        "gen_db.jsonl": [
+            {
+                "scenario": "chaos_1",
+                "db_path": "x",
+                "db_schema": {"tables": [{"name": "counter", "ddl": "CREATE TABLE counter (n INTEGER)", "indexes": []}]},
+            }
+        ],
+        "gen_sample.jsonl": [
+            {
+                "scenario": "chaos_1",
+                "sample_data": {"tables": [{"table_name": "counter", "insert_statements": ["INSERT INTO counter VALUES (0);"]}]},
+            }
+        ],
         "gen_envs.jsonl": [{"scenario": "chaos_1", "db_path": "x", "full_code": CHAOS_APP}],
-        "gen_verifier.pure_code.jsonl": [{"scenario": "chaos_1", "task_idx": i, "task": "", "verification": {"code": c}}
-                                         for i, c in VERIFIERS.items()],
+        "gen_verifier.pure_code.jsonl": [
+            {"scenario": "chaos_1", "task_idx": i, "task": "", "verification": {"code": c}} for i, c in VERIFIERS.items()
+        ],
     }
     for name, lines in rows.items():
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in lines))
@@ -255,16 +276,19 @@ def test_misbehaving_tools_are_error_observations(chaos, tmp_path):
     assert "[truncated, 100002 characters in all]" in junk and len(junk) < 17_000
     assert "exited or broke the connection" in _call(chaos, "exits")
     outside = tmp_path / "escape.txt"
-    for name, kwargs in [("network", {}), ("write_outside", {"path": str(outside)}),
-                         ("read_outside", {"path": "/etc/hostname"}), ("spawn", {})]:
+    for name, kwargs in [
+        ("network", {}),
+        ("write_outside", {"path": str(outside)}),
+        ("read_outside", {"path": "/etc/hostname"}),
+        ("spawn", {}),
+    ]:
         assert "Status code: 500" in _call(chaos, name, **kwargs), name
     assert not outside.exists()
     *_, info = chaos.step("done")
     assert info["success"] and info["verifier_result"] == {"result": "complete", "n": 2}
 
 
-@pytest.mark.parametrize("index, why", [(1, "no answer within 2 s"), (2, "sandbox: writing"),
-                                        (3, None), (4, "SyntaxError")])
+@pytest.mark.parametrize("index, why", [(1, "no answer within 2 s"), (2, "sandbox: writing"), (3, None), (4, "SyntaxError")])
 def test_misbehaving_verifiers_fail_the_task_not_the_caller(chaos, index, why):
     chaos.reset(options={"task_index": index})
     *_, info = chaos.step("done")
@@ -289,12 +313,17 @@ def test_check_env_passes_without_warnings():
 _JUNK = st.one_of(
     st.text(max_size=200),
     st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=80)),
-    st.builds(lambda n, a: f'<tool_call>{{"name": {json.dumps(n)}, "arguments": {json.dumps(a)}}}</tool_call>',
-              st.sampled_from(["list_deals", "get_deal", "create_deal", "log_activity", "nope", ""]),
-              st.dictionaries(st.sampled_from(["deal_id", "stage", "amount", "kind", "note", "x"]),
-                              st.one_of(st.integers(-5, 10**12), st.text(max_size=20), st.none(), st.booleans()), max_size=3)),
+    st.builds(
+        lambda n, a: f'<tool_call>{{"name": {json.dumps(n)}, "arguments": {json.dumps(a)}}}</tool_call>',
+        st.sampled_from(["list_deals", "get_deal", "create_deal", "log_activity", "nope", ""]),
+        st.dictionaries(
+            st.sampled_from(["deal_id", "stage", "amount", "kind", "note", "x"]),
+            st.one_of(st.integers(-5, 10**12), st.text(max_size=20), st.none(), st.booleans()),
+            max_size=3,
+        ),
+    ),
     st.sampled_from(["<tool_call>", "</tool_call>", "<tool_call>{", '{"name": 1}', "[f(", "<think>"]),
-    st.builds(lambda s: "<tool_call>{\"name\": \"list_deals\", \"arguments\": {}}" + s, st.text(max_size=20)),
+    st.builds(lambda s: '<tool_call>{"name": "list_deals", "arguments": {}}' + s, st.text(max_size=20)),
 )
 
 
@@ -317,11 +346,19 @@ def crm_env():
     env.close()
 
 
-_STEPS = st.lists(st.sampled_from([
-    call_text("update_deal_stage", {"deal_id": 1, "stage": "closed_won"}),
-    call_text("update_deal_stage", {"deal_id": 2, "stage": "proposal"}),
-    call_text("create_contact", {"company_id": 2, "name": "Mei Chen", "email": "m@x.io"}),
-    call_text("list_deals", {}), "<tool_call>{bad json</tool_call>", "All done."]), max_size=4)
+_STEPS = st.lists(
+    st.sampled_from(
+        [
+            call_text("update_deal_stage", {"deal_id": 1, "stage": "closed_won"}),
+            call_text("update_deal_stage", {"deal_id": 2, "stage": "proposal"}),
+            call_text("create_contact", {"company_id": 2, "name": "Mei Chen", "email": "m@x.io"}),
+            call_text("list_deals", {}),
+            "<tool_call>{bad json</tool_call>",
+            "All done.",
+        ]
+    ),
+    max_size=4,
+)
 
 
 @pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)

@@ -25,7 +25,7 @@ from ttg_envs.envs.awm.policies import call_text
 from ttg_envs.envs.awm.runtime import SandboxError
 from ttg_envs.wrappers import branch
 
-ATTACK_APP = r'''
+ATTACK_APP = r"""
 import gc, json, os, resource, signal, socket, sys, time
 from fastapi import FastAPI
 from sqlalchemy import create_engine, text
@@ -177,34 +177,59 @@ def plant(kind: str, target: str = ""):
         os.mkdir(database)
         open(os.path.join(database, "inside"), "w").write("x")
     return {"planted": kind}
-'''
+"""
 
-VERIFY = ("def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import sqlite3\n"
-          "    rows = sqlite3.connect(final_db_path).execute('SELECT * FROM sqlite_master').fetchall()\n"
-          "    return {'result': 'complete', 'rows': repr(rows)}\n")
-DEEP_VERIFY = ("def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import gc\n"
-               "    from multiprocessing.connection import Connection\n"
-               "    conn = next(o for o in gc.get_objects() if isinstance(o, Connection))\n"
-               "    conn.send_bytes(b'[' * 200000 + b']' * 200000)\n    import time; time.sleep(5)\n")
-DEEP_APP = ("import gc\nfrom multiprocessing.connection import Connection\n"
-            "conn = next(o for o in gc.get_objects() if isinstance(o, Connection))\n"
-            "conn.send_bytes(b'{\"ok\": true, \"openapi\": ' + b'[' * 200000 + b']' * 200000 + b'}')\n"
-            "import time; time.sleep(30)\n")
+VERIFY = (
+    "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import sqlite3\n"
+    "    rows = sqlite3.connect(final_db_path).execute('SELECT * FROM sqlite_master').fetchall()\n"
+    "    return {'result': 'complete', 'rows': repr(rows)}\n"
+)
+DEEP_VERIFY = (
+    "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    import gc\n"
+    "    from multiprocessing.connection import Connection\n"
+    "    conn = next(o for o in gc.get_objects() if isinstance(o, Connection))\n"
+    "    conn.send_bytes(b'[' * 200000 + b']' * 200000)\n    import time; time.sleep(5)\n"
+)
+DEEP_APP = (
+    "import gc\nfrom multiprocessing.connection import Connection\n"
+    "conn = next(o for o in gc.get_objects() if isinstance(o, Connection))\n"
+    "conn.send_bytes(b'{\"ok\": true, \"openapi\": ' + b'[' * 200000 + b']' * 200000 + b'}')\n"
+    "import time; time.sleep(30)\n"
+)
 
 
 def _write_dataset(folder, scenarios):
-    rows = {name: [] for name in ("gen_scenario.jsonl", "gen_tasks.jsonl", "gen_db.jsonl", "gen_sample.jsonl",
-                                  "gen_envs.jsonl", "gen_verifier.pure_code.jsonl")}
+    rows = {
+        name: []
+        for name in (
+            "gen_scenario.jsonl",
+            "gen_tasks.jsonl",
+            "gen_db.jsonl",
+            "gen_sample.jsonl",
+            "gen_envs.jsonl",
+            "gen_verifier.pure_code.jsonl",
+        )
+    }
     for name, code, verifiers in scenarios:
         rows["gen_scenario.jsonl"].append({"name": name, "description": "Hostile code."})
         rows["gen_tasks.jsonl"].append({"scenario": name, "tasks": [f"task {i}" for i in range(len(verifiers))]})
-        rows["gen_db.jsonl"].append({"scenario": name, "db_path": "x", "db_schema": {"tables": [
-            {"name": "counter", "ddl": "CREATE TABLE counter (n INTEGER)", "indexes": []}]}})
-        rows["gen_sample.jsonl"].append({"scenario": name, "sample_data": {"tables": [
-            {"table_name": "counter", "insert_statements": ["INSERT INTO counter VALUES (0);"]}]}})
+        rows["gen_db.jsonl"].append(
+            {
+                "scenario": name,
+                "db_path": "x",
+                "db_schema": {"tables": [{"name": "counter", "ddl": "CREATE TABLE counter (n INTEGER)", "indexes": []}]},
+            }
+        )
+        rows["gen_sample.jsonl"].append(
+            {
+                "scenario": name,
+                "sample_data": {"tables": [{"table_name": "counter", "insert_statements": ["INSERT INTO counter VALUES (0);"]}]},
+            }
+        )
         rows["gen_envs.jsonl"].append({"scenario": name, "db_path": "x", "full_code": code})
-        rows["gen_verifier.pure_code.jsonl"] += [{"scenario": name, "task_idx": i, "task": "", "verification": {"code": v}}
-                                                 for i, v in enumerate(verifiers)]
+        rows["gen_verifier.pure_code.jsonl"] += [
+            {"scenario": name, "task_idx": i, "task": "", "verification": {"code": v}} for i, v in enumerate(verifiers)
+        ]
     for name, lines in rows.items():
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in lines))
     return folder
@@ -215,10 +240,13 @@ CANARY = f"ttg-canary-{uuid.uuid4().hex}"
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    return _write_dataset(tmp_path_factory.mktemp("attack"), [
-        ("attack_1", ATTACK_APP, [VERIFY, DEEP_VERIFY]),
-        ("broken_1", DEEP_APP, [VERIFY]),
-    ])
+    return _write_dataset(
+        tmp_path_factory.mktemp("attack"),
+        [
+            ("attack_1", ATTACK_APP, [VERIFY, DEEP_VERIFY]),
+            ("broken_1", DEEP_APP, [VERIFY]),
+        ],
+    )
 
 
 @pytest.fixture(scope="module")

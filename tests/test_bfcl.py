@@ -22,9 +22,14 @@ from ttg_envs.envs.bfcl.policies import END_TURN  # noqa: E402
 #: a required parameter absent from the possible answer, an extra one, an "any"-typed list compared
 #: with typed values, a dict answer that is not a list of options.
 UNSATISFIABLE = {
-    "simple_java_36", "simple_java_64", "simple_java_65",
-    "live_multiple_507-149-4", "live_multiple_862-181-3", "live_multiple_964-207-0",
-    "live_simple_106-63-0", "live_simple_112-68-0",
+    "simple_java_36",
+    "simple_java_64",
+    "simple_java_65",
+    "live_multiple_507-149-4",
+    "live_multiple_862-181-3",
+    "live_multiple_964-207-0",
+    "live_simple_106-63-0",
+    "live_simple_112-68-0",
 }
 
 
@@ -55,7 +60,9 @@ def test_groups_have_the_data_counts():
 def test_task_order_is_numeric_and_stable():
     ids = [t.id for t in load_tasks("multi_turn_base")]
     assert ids[:3] == ["multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_2"] and ids[10] == "multi_turn_base_10"
-    assert [t.id for t in load_tasks(["multi_turn_base", "simple_python"])] == [t.id for t in load_tasks(["simple_python", "multi_turn_base"])]
+    assert [t.id for t in load_tasks(["multi_turn_base", "simple_python"])] == [
+        t.id for t in load_tasks(["simple_python", "multi_turn_base"])
+    ]
 
 
 @pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
@@ -121,8 +128,9 @@ def test_turns_are_observations_and_calls_are_tool_messages():
     env = gym.make("ttg/BFCL-v0", categories="multi_turn_base", scoring="lenient")
     obs, info = env.reset(options={"task_index": 0})
     assert obs == env.unwrapped.task_entry.turns[0][0]["content"] and info["tools"]
-    obs, reward, terminated, _, info = env.step('<tool_call>{"name": "ls", "arguments": {}}</tool_call>'
-                                                '<tool_call>{"name": "rm", "arguments": {"x": 1}}</tool_call>')
+    obs, reward, terminated, _, info = env.step(
+        '<tool_call>{"name": "ls", "arguments": {}}</tool_call><tool_call>{"name": "rm", "arguments": {"x": 1}}</tool_call>'
+    )
     messages = env.unwrapped.messages
     assert [m["role"] for m in messages[-3:]] == ["assistant", "tool", "tool"]
     assert [c["function"]["name"] for c in messages[-3]["tool_calls"]] == ["ls", "rm"]
@@ -132,15 +140,21 @@ def test_turns_are_observations_and_calls_are_tool_messages():
     assert env.unwrapped.turn in (0, 1)
 
 
-@pytest.mark.parametrize(("kwargs", "shown"), [({}, "math.factorial"), ({"model_style": "prompting"}, "math.factorial"),
-                                               ({"scoring": "lenient"}, "math_factorial")])
+@pytest.mark.parametrize(
+    ("kwargs", "shown"),
+    [({}, "math.factorial"), ({"model_style": "prompting"}, "math.factorial"), ({"scoring": "lenient"}, "math_factorial")],
+)
 def test_tools_are_shown_under_the_names_they_are_scored_with(kwargs, shown):
     env = BFCLEnv("simple_python", **kwargs)
     _, info = env.reset(options={"task_id": "simple_python_1"})
     assert [t["function"]["name"] for t in info["tools"]] == [shown] and f'"name": "{shown}"' in env.unwrapped.messages[0]["content"]
     other = "math_factorial" if shown == "math.factorial" else "math.factorial"
-    right, wrong = (f"[{n}(number=5)]" if kwargs.get("model_style") == "prompting" else
-                    f'<tool_call>\n{{"name": "{n}", "arguments": {{"number": 5}}}}\n</tool_call>' for n in (shown, other))
+    right, wrong = (
+        f"[{n}(number=5)]"
+        if kwargs.get("model_style") == "prompting"
+        else f'<tool_call>\n{{"name": "{n}", "arguments": {{"number": 5}}}}\n</tool_call>'
+        for n in (shown, other)
+    )
     assert env.branch().step(right)[4]["success"]
     assert env.step(wrong)[4]["success"] is (kwargs.get("scoring") == "lenient")  # lenient accepts both spellings
 
@@ -181,14 +195,19 @@ def test_private_backend_methods_are_not_callable():
     env = BFCLEnv("multi_turn_base", scoring="lenient")
     env.reset(options={"task_index": 0})
     backends = env._episode.model.state_digest()
-    obs, *_, info = env.step('[_load_scenario(scenario={})]')
+    obs, *_, info = env.step("[_load_scenario(scenario={})]")
     assert "Unknown tool '_load_scenario'" in obs and info["action_valid"] is False
     assert env._episode.model.state_digest() == backends
     assert "_load_scenario" not in env._episode.model.owner
     # Official scoring executes what bfcl-eval's decoder reads, through the same public-method table.
     env = BFCLEnv("multi_turn_base", model_style="prompting")
-    for text in ['[_load_scenario(scenario=1)]', '[ls(a=__import__("os").getcwd())]', '[ls(a=1+__import__("os").getpid())]',
-                 '[print(x=1)]', '[ls(a=9**9**9)]']:
+    for text in [
+        "[_load_scenario(scenario=1)]",
+        '[ls(a=__import__("os").getcwd())]',
+        '[ls(a=1+__import__("os").getpid())]',
+        "[print(x=1)]",
+        "[ls(a=9**9**9)]",
+    ]:
         env.reset(options={"task_index": 0})
         obs, *_ = env.step(text)
         assert env._episode.model.state_digest() == backends, (text, obs)
@@ -227,15 +246,19 @@ def mt_env():
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(
-    st.text(max_size=200),
-    st.sampled_from(["<tool_call>", "[", "[ls(", "{", '{"name": 1}', "[cd(folder=None)]", "[echo(content='x'*9)]"]),
-    st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=80)),
-    st.builds(lambda n, a: f'<tool_call>{{"name": "{n}", "arguments": {a}}}</tool_call>',
-              st.sampled_from(["cd", "ls", "mv", "post_tweet", "cat", "tail", "exit", "_load_scenario"]),
-              st.sampled_from(["{}", '{"folder": 1}', '{"a": true}', '{"source": null, "destination": []}', '"{"'])),
-    st.builds(lambda s: f"[cd({s})]", st.text(max_size=40)),
-))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.sampled_from(["<tool_call>", "[", "[ls(", "{", '{"name": 1}', "[cd(folder=None)]", "[echo(content='x'*9)]"]),
+        st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=80)),
+        st.builds(
+            lambda n, a: f'<tool_call>{{"name": "{n}", "arguments": {a}}}</tool_call>',
+            st.sampled_from(["cd", "ls", "mv", "post_tweet", "cat", "tail", "exit", "_load_scenario"]),
+            st.sampled_from(["{}", '{"folder": 1}', '{"a": true}', '{"source": null, "destination": []}', '"{"']),
+        ),
+        st.builds(lambda s: f"[cd({s})]", st.text(max_size=40)),
+    )
+)
 def test_arbitrary_strings_raise_nothing(mt_env, text):
     env = mt_env
     if env.task is None or env.done:

@@ -33,9 +33,21 @@ from ttg_envs.envs.bfcl import BFCLEnv  # noqa: E402
 from ttg_envs.envs.bfcl.policies import END_TURN, python_calls, single_turn_calls  # noqa: E402
 from ttg_envs.tools import ToolCall, format_tool_calls, parse_tool_calls, tool_index  # noqa: E402
 
-SINGLE_TURN = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
-               "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "irrelevance",
-               "live_irrelevance", "live_relevance")
+SINGLE_TURN = (
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "irrelevance",
+    "live_irrelevance",
+    "live_relevance",
+)
 MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 STYLES = ("fc", "prompting")
 #: bfcl-eval registry entries whose handler and settings the reference uses, per model style.
@@ -49,15 +61,19 @@ def _registry_settings(key: str) -> dict:
     """``is_fc_model``, ``underscore_to_dot``, ``model_name`` and the handler class name of a registry
     entry, read from bfcl-eval's model_config.py source (importing it needs every provider SDK)."""
     import bfcl_eval
+
     source = (Path(bfcl_eval.__file__).parent / "constants" / "model_config.py").read_text()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Dict):
             for k, v in zip(node.keys, node.values):
                 if isinstance(k, ast.Constant) and k.value == key and isinstance(v, ast.Call):
                     kw = {a.arg: a.value for a in v.keywords}
-                    return {"model_name": ast.literal_eval(kw["model_name"]), "handler": kw["model_handler"].id,
-                            "is_fc_model": ast.literal_eval(kw["is_fc_model"]),
-                            "underscore_to_dot": ast.literal_eval(kw["underscore_to_dot"])}
+                    return {
+                        "model_name": ast.literal_eval(kw["model_name"]),
+                        "handler": kw["model_handler"].id,
+                        "is_fc_model": ast.literal_eval(kw["is_fc_model"]),
+                        "underscore_to_dot": ast.literal_eval(kw["underscore_to_dot"]),
+                    }
     raise KeyError(key)
 
 
@@ -66,6 +82,7 @@ class _Reference:
 
     def __init__(self):
         import os
+
         os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path.home() / ".cache" / "ttg_envs" / "bfcl"))
         name = "bfcl_eval.constants.model_config"
         if "bfcl_eval.eval_checker.eval_runner" not in sys.modules:
@@ -85,6 +102,7 @@ class _Reference:
         from bfcl_eval.eval_checker.ast_eval import ast_checker
         from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
         from bfcl_eval.model_handler.local_inference import qwen, qwen_fc
+
         self.runner, self.utils, self.mt_utils = eval_runner, utils, multi_turn_utils
         self.settings = {style: _registry_settings(key) for style, key in REFERENCE_MODELS.items()}
         self.classes = {"QwenHandler": qwen.QwenHandler, "QwenFCHandler": qwen_fc.QwenFCHandler}
@@ -102,15 +120,17 @@ class _Reference:
         cls = self.classes[settings["handler"]]
         if script is not None:
             cls = _scripted(cls)
-        handler = cls(model_name=settings["model_name"], temperature=0, registry_name=REFERENCE_MODELS[style],
-                      is_fc_model=settings["is_fc_model"])
+        handler = cls(
+            model_name=settings["model_name"], temperature=0, registry_name=REFERENCE_MODELS[style], is_fc_model=settings["is_fc_model"]
+        )
         handler.script = script
         return handler
 
     def entries(self, category: str) -> dict[str, dict]:
         if category not in self._entries:
-            self._entries[category] = {e["id"]: e for e in self.utils.load_dataset_entry(
-                category, include_prereq=False, include_language_specific_hint=False)}
+            self._entries[category] = {
+                e["id"]: e for e in self.utils.load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)
+            }
             if "relevance" not in category:
                 prompts = list(self._entries[category])
                 truth = self.utils.load_ground_truth_entry(category)
@@ -132,8 +152,9 @@ class _Reference:
             language, fmt = enums.Language.JAVASCRIPT, enums.ReturnFormat.JAVASCRIPT
         else:
             language, fmt = enums.Language.PYTHON, enums.ReturnFormat.PYTHON
-        return runner._evaluate_single_ast_entry(handler, entry_id, response, self._truth[category][entry_id], entry,
-                                                 model, category, language, fmt, False)["valid"]
+        return runner._evaluate_single_ast_entry(
+            handler, entry_id, response, self._truth[category][entry_id], entry, model, category, language, fmt, False
+        )["valid"]
 
     def multi_turn(self, style: str, category: str, entry_id: str, script) -> bool:
         """The harness's inference loop on the scripted replies, then its multi-turn evaluation."""
@@ -145,8 +166,8 @@ class _Reference:
         with contextlib.redirect_stdout(io.StringIO()):
             result, _ = handler.inference_multi_turn_prompting(inference_entry, False, True)
             verdict = self.runner._evaluate_single_multi_turn_entry(
-                handler, entry_id, result, self._truth[category][entry_id], copy.deepcopy(entry),
-                f"ttg_reference_eval_{run}", category)
+                handler, entry_id, result, self._truth[category][entry_id], copy.deepcopy(entry), f"ttg_reference_eval_{run}", category
+            )
         for key in [k for k in vars(self.mt_utils) if k.startswith((f"ttg_reference_{run}_", f"ttg_reference_eval_{run}_"))]:
             delattr(self.mt_utils, key)
         return verdict["valid"]
@@ -180,8 +201,16 @@ def _scripted(cls):
     # bfcl-eval's handlers use overrides.EnforceOverrides, which wants overriding methods marked.
     for method in (_query_prompting, _add_next_turn_user_message_prompting):
         method.__override__ = True
-    return type("Scripted" + cls.__name__, (cls,), {"turn": 0, "step": 0, "_query_prompting": _query_prompting,
-                                                   "_add_next_turn_user_message_prompting": _add_next_turn_user_message_prompting})
+    return type(
+        "Scripted" + cls.__name__,
+        (cls,),
+        {
+            "turn": 0,
+            "step": 0,
+            "_query_prompting": _query_prompting,
+            "_add_next_turn_user_message_prompting": _add_next_turn_user_message_prompting,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -232,11 +261,18 @@ def single_turn_texts(task, style: str) -> dict[str, str]:
     else:
         calls = single_turn_calls(task, lambda name: name, source=source and style == "prompting")
         # Java/JavaScript: the answers' own values (true, 3) instead of source text; Python: numbers as strings.
-        typed = [ToolCall(name, {k: next((o for o in options if o != ""), "") for k, options in params.items()})
-                 for item in task.ground_truth for name, params in item.items()]
+        typed = [
+            ToolCall(name, {k: next((o for o in options if o != ""), "") for k, options in params.items()})
+            for item in task.ground_truth
+            for name, params in item.items()
+        ]
         if not source:
-            typed = [ToolCall(c.name, {k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-                                       for k, v in c.arguments.items()}) for c in typed]
+            typed = [
+                ToolCall(
+                    c.name, {k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in c.arguments.items()}
+                )
+                for c in typed
+            ]
     gold = _write(calls, style, category)
     first = calls[0]
     items = list(first.arguments.items())
@@ -248,20 +284,26 @@ def single_turn_texts(task, style: str) -> dict[str, str]:
         "fenced": f"```python\n{python_calls(calls, category)}\n```" if style == "prompting" else f"```\n{gold}\n```",
         "underscored_names": _write(_dot_to_underscore(calls), style, category),
         "other_style": python_calls(calls, category) if style == "fc" else _hermes(calls),
-        "tight_blocks": "".join(f'<tool_call>{json.dumps({"name": c.name, "arguments": c.arguments})}</tool_call>'
-                                for c in calls) if style == "fc" else gold.strip("[]"),
-        "json_literals": "[" + ", ".join(_py_call(c.name, [], {k: json.dumps(v) for k, v in c.arguments.items()})
-                                         for c in calls) + "]",
-        "typed_values": _hermes(typed) if style == "fc" else "[" + ", ".join(
-            _py_call(c.name, [], {k: json.dumps(v) for k, v in c.arguments.items()}) for c in typed) + "]",
+        "tight_blocks": "".join(f"<tool_call>{json.dumps({'name': c.name, 'arguments': c.arguments})}</tool_call>" for c in calls)
+        if style == "fc"
+        else gold.strip("[]"),
+        "json_literals": "[" + ", ".join(_py_call(c.name, [], {k: json.dumps(v) for k, v in c.arguments.items()}) for c in calls) + "]",
+        "typed_values": _hermes(typed)
+        if style == "fc"
+        else "[" + ", ".join(_py_call(c.name, [], {k: json.dumps(v) for k, v in c.arguments.items()}) for c in typed) + "]",
         "positional_unknown_function": "[no_such_function('Paris', 3)]",
     }
     if items:
         (k0, v0), rest = items[0], dict(items[1:])
         lit = (lambda v: v) if source and style == "prompting" else repr
-        texts["positional"] = "[" + ", ".join(
-            [_py_call(first.name, [lit(v0)], {k: lit(v) for k, v in rest.items()})]
-            + [_py_call(c.name, [], {k: lit(v) for k, v in c.arguments.items()}) for c in calls[1:]]) + "]"
+        texts["positional"] = (
+            "["
+            + ", ".join(
+                [_py_call(first.name, [lit(v0)], {k: lit(v) for k, v in rest.items()})]
+                + [_py_call(c.name, [], {k: lit(v) for k, v in c.arguments.items()}) for c in calls[1:]]
+            )
+            + "]"
+        )
         texts["unquoted_value"] = "[" + _py_call(first.name, [], {k0: "Paris", **{k: repr(v) for k, v in rest.items()}}) + "]"
         wrong = [ToolCall(first.name, {**first.arguments, k0: _changed(v0)})] + calls[1:]
         texts["wrong_value"] = _write(wrong, style, category)
@@ -328,7 +370,7 @@ def multi_turn_scripts(env: BFCLEnv, task, style: str, step_limit: bool = True) 
     turns = range(len(task.ground_truth))
     gold = {t: _truth_calls(env, task, t) for t in turns}
     target = max(t for t in turns if gold[t])
-    write = (lambda calls: _write(calls, style, task.category))
+    write = lambda calls: _write(calls, style, task.category)
     scripts: dict[str, dict[int, list[str]]] = {"gold": {t: [write(gold[t])] if gold[t] else [] for t in turns}}
 
     def variant(calls_at_target: list[ToolCall] | None = None, steps: list[str] | None = None, turn: int = target):
@@ -419,8 +461,10 @@ def test_multi_turn_verdicts_equal_the_harness(reference, style):
                     mismatches.append((entry_id, kind, ours, theirs))
     report = {c: f"{agree[c]}/{total[c]}" for c in MULTI_TURN}
     print(f"\n[{style}] multi-turn agreement per category: {report}")
-    print(f"[{style}] wins per perturbation (of {len(MULTI_TURN) * MT_SAMPLE}; step-limit ones of {len(MULTI_TURN)}): official {dict(wins['official'])}"
-          + (f"; lenient {dict(wins['lenient'])}" if style == "fc" else ""))
+    print(
+        f"[{style}] wins per perturbation (of {len(MULTI_TURN) * MT_SAMPLE}; step-limit ones of {len(MULTI_TURN)}): official {dict(wins['official'])}"
+        + (f"; lenient {dict(wins['lenient'])}" if style == "fc" else "")
+    )
     assert not mismatches, mismatches[:10]
     assert wins["official"]["gold"] == len(MULTI_TURN) * MT_SAMPLE and wins["official"]["dropped_call"] == 0
     assert wins["official"]["past_step_limit_first_turn"] == 0 and wins["official"]["at_step_limit_last_turn"] == len(MULTI_TURN)

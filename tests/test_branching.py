@@ -41,8 +41,11 @@ def branch_env(request, tiny_game):
 
 
 @SETTINGS
-@given(prefix=st.lists(st.integers(0, 50), max_size=10), suffix=st.lists(st.integers(0, 50), min_size=1, max_size=8),
-       method=st.sampled_from(["snapshot", "replay"]))
+@given(
+    prefix=st.lists(st.integers(0, 50), max_size=10),
+    suffix=st.lists(st.integers(0, 50), min_size=1, max_size=8),
+    method=st.sampled_from(["snapshot", "replay"]),
+)
 def test_branch_future_equals_original(branch_env, prefix, suffix, method):
     env = branch_env
     env.reset(seed=0)

@@ -108,8 +108,13 @@ def test_check_env_passes_without_warnings(tiny_env):
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(st.text(max_size=300), st.sampled_from(["<action>", "</action>", "<action></action>", "<think>"]),
-                 st.builds(lambda s: f"<action>{s}</action>", st.text(max_size=40))))
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.sampled_from(["<action>", "</action>", "<action></action>", "<think>"]),
+        st.builds(lambda s: f"<action>{s}</action>", st.text(max_size=40)),
+    )
+)
 def test_arbitrary_strings_raise_nothing(tiny_env, text):
     env = tiny_env
     if env.unwrapped.task is None or env.unwrapped.done:

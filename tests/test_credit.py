@@ -52,13 +52,9 @@ def test_group_advantages_without_spread_are_zero():
 def test_step_costs_by_hand():
     # Failed trajectory: h_0, h_1 completable with 50 and 30 tokens left, h_2 predicted failing
     # (cost C), terminal anchor C.
-    np.testing.assert_array_equal(
-        step_costs([True, True, False], [50, 30, None], False, C), [50, 30, 100, 100]
-    )
+    np.testing.assert_array_equal(step_costs([True, True, False], [50, 30, None], False, C), [50, 30, 100, 100])
     # Successful trajectory: terminal anchor 0.
-    np.testing.assert_array_equal(
-        step_costs([True, True, True], [40, 40, 10], True, C), [40, 40, 10, 0]
-    )
+    np.testing.assert_array_equal(step_costs([True, True, True], [40, 40, 10], True, C), [40, 40, 10, 0])
     # NaN is as good as None where the state is not completable; remaining may be omitted.
     np.testing.assert_array_equal(step_costs([False, False], None, True, C), [100, 100, 0])
 
@@ -76,14 +72,10 @@ def test_step_weights_negative_advantage_by_hand():
     # n = [10, 20, 30]: N = 60, sum n q = (10 + 260 + 30) / 15 = 20,
     # w0 = 60 q / 20 = [0.2, 2.6, 0.2].
     args = ([True, True, False], [50, 30, None], False, [10, 20, 30], C)
-    np.testing.assert_allclose(
-        step_weights(-0.8, *args, rho=0.2, cap=5.0), [0.2, 2.6, 0.2], rtol=1e-12
-    )
+    np.testing.assert_allclose(step_weights(-0.8, *args, rho=0.2, cap=5.0), [0.2, 2.6, 0.2], rtol=1e-12)
     # Cap M = 2: excess E = 20 (2.6 - 2) = 12, room R = 10 (1.8) + 30 (1.8) = 72, E/R = 1/6,
     # uncapped: 2 - 1.8 (1 - 1/6) = 0.5. Token mean: 10 (0.5) + 20 (2) + 30 (0.5) = 60 = N.
-    np.testing.assert_allclose(
-        step_weights(-0.8, *args, rho=0.2, cap=2.0), [0.5, 2.0, 0.5], rtol=1e-12
-    )
+    np.testing.assert_allclose(step_weights(-0.8, *args, rho=0.2, cap=2.0), [0.5, 2.0, 0.5], rtol=1e-12)
 
 
 def test_step_weights_positive_advantage_by_hand():
@@ -104,9 +96,7 @@ def test_bounded_token_weights_by_hand():
     np.testing.assert_allclose(bounded_token_weights(q, [10, 20, 30], 5.0), [13 / 3, 1 / 3, 1 / 3])
     np.testing.assert_allclose(bounded_token_weights(q, [10, 20, 30], 4.0), [4.0, 0.4, 0.4])
     # A step without tokens takes no part in the mean and gets what one of its tokens would.
-    np.testing.assert_allclose(
-        bounded_token_weights([0.5, 0.25, 0.25], [0, 1, 1], 5.0), [2.0, 1.0, 1.0]
-    )
+    np.testing.assert_allclose(bounded_token_weights([0.5, 0.25, 0.25], [0, 1, 1], 5.0), [2.0, 1.0, 1.0])
     with pytest.raises(ValueError):
         bounded_token_weights(q, [1, 1, 1], 0.5)
 
@@ -129,9 +119,7 @@ def test_zero_mass_uses_uniform_shares():
     w = step_weights(-1.0, [True, True], [20, 10], True, [3, 9], C)
     np.testing.assert_allclose(w, [1.0, 1.0])
     # rho = 0 too (eq. 22 keeps the equal-share fallback).
-    np.testing.assert_allclose(
-        step_weights(-1.0, [True, True], [20, 10], True, [3, 9], C, rho=0.0), [1, 1]
-    )
+    np.testing.assert_allclose(step_weights(-1.0, [True, True], [20, 10], True, [3, 9], C, rho=0.0), [1, 1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,9 +149,7 @@ def test_positive_only_and_rho_zero():
     # Failed, A < 0: c = [50, 30, 100, 100], Delta = [20, -70, 0]. positive_only: m = [20, 0, 0],
     # q = [13, 1, 1] / 15, w = [13/3, 1/3, 1/3] with n = [10, 20, 30] (see the B_M test).
     args = ([True, True, False], [50, 30, None], False, [10, 20, 30], C)
-    np.testing.assert_allclose(
-        step_weights(-1.0, *args, positive_only=True), [13 / 3, 1 / 3, 1 / 3]
-    )
+    np.testing.assert_allclose(step_weights(-1.0, *args, positive_only=True), [13 / 3, 1 / 3, 1 / 3])
     # rho = 0: q = m / sum m = [0, 1, 0]; w0 = [0, 3, 0]: no credit outside the regression step.
     np.testing.assert_allclose(step_weights(-1.0, *args, rho=0.0), [0.0, 3.0, 0.0])
     # value signal without completion labels: the no-completable fallback does not apply.
@@ -195,9 +181,7 @@ def trajectories(draw, rho=None):
     can = draw(st.lists(st.booleans(), min_size=steps, max_size=steps))
     remaining = [draw(st.integers(0, 500)) if c else None for c in can]
     n = draw(st.lists(st.integers(0, 40), min_size=steps, max_size=steps))
-    advantage = draw(
-        st.one_of(st.sampled_from([0.0, -1.0, 1.0]), st.floats(-4, 4, allow_subnormal=False))
-    )
+    advantage = draw(st.one_of(st.sampled_from([0.0, -1.0, 1.0]), st.floats(-4, 4, allow_subnormal=False)))
     return dict(
         advantage=advantage,
         can_complete=can,
@@ -281,9 +265,7 @@ def test_gigpo_identical_state_keys():
     same = gigpo([1, 1], [["s", "t"], ["s", "t"]])
     np.testing.assert_allclose(np.concatenate(same), 0.0, atol=1e-9)
     # All keys distinct: GiGPO reduces to GRPO.
-    for a, b in zip(
-        gigpo([1, 0, 1], [["a"], ["b", "c"], ["d"]]), grpo([1, 0, 1], [1, 2, 1]), strict=False
-    ):
+    for a, b in zip(gigpo([1, 0, 1], [["a"], ["b", "c"], ["d"]]), grpo([1, 0, 1], [1, 2, 1]), strict=False):
         np.testing.assert_allclose(a, b)
     # step_weight scales only the step part.
     assert gigpo([1, 0], [["s0", "a"], ["s0", "b"]], step_weight=0.0)[0][0] == pytest.approx(ae)
@@ -409,9 +391,7 @@ def _reference(trajs, signal="ttg", positive_only=False, rho=0.2, cap=5.0):
     out = [None] * len(trajs)
     for g in sorted({t["group"] for t in trajs}):
         members = [i for i, t in enumerate(trajs) if t["group"] == g]
-        adv = group_advantages(
-            [trajs[i]["reward"] for i in members], [len(trajs[i]["n"]) for i in members]
-        )
+        adv = group_advantages([trajs[i]["reward"] for i in members], [len(trajs[i]["n"]) for i in members])
         group_ok = all(trajs[i]["valid"] or a == 0 for i, a in zip(members, adv, strict=False))
         for i, a in zip(members, adv, strict=False):
             t = trajs[i]
@@ -441,9 +421,7 @@ def _batched_inputs(trajs, signal):
         rewards=[t["reward"] for t in trajs],
         group_ids=[t["group"] for t in trajs],
         num_steps=[len(t["n"]) for t in trajs],
-        can_complete=None
-        if signal == "value"
-        else _pad([t["can"] for t in trajs], width, False, bool),
+        can_complete=None if signal == "value" else _pad([t["can"] for t in trajs], width, False, bool),
         remaining=_pad(
             [[np.nan if r is None else r for r in t["remaining"]] for t in trajs],
             width,
@@ -501,9 +479,7 @@ def test_batched_group_rule_and_per_state_valid():
         dtype=torch.float64,
     )
     out = batched_token_advantages(**inputs).numpy()
-    adv = batched_group_advantages(
-        inputs["rewards"], inputs["group_ids"], inputs["num_steps"]
-    ).numpy()
+    adv = batched_group_advantages(inputs["rewards"], inputs["group_ids"], inputs["num_steps"]).numpy()
     np.testing.assert_allclose(out[:2], np.repeat(adv[:2, None], 2, axis=1), rtol=1e-6)
     assert not np.allclose(out[2], adv[2])
     np.testing.assert_allclose(out[2:].mean(axis=1), adv[2:], rtol=1e-6)  # unit token mean
@@ -550,14 +526,8 @@ def test_batched_baselines_match_per_group(trajs, history):
         "hgpo": batched_hgpo(rewards, groups, lengths, keys, history=history, dtype=torch.float64),
     }
     for name in got:
-        np.testing.assert_allclose(
-            got[name].numpy(), _pad(expected[name], width, 0.0, float), atol=1e-5
-        )
+        np.testing.assert_allclose(got[name].numpy(), _pad(expected[name], width, 0.0, float), atol=1e-5)
     token_step = _token_index([t["n"] for t in trajs])
-    tokens = batched_gigpo(
-        rewards, groups, lengths, keys, token_step=token_step, dtype=torch.float64
-    )
+    tokens = batched_gigpo(rewards, groups, lengths, keys, token_step=token_step, dtype=torch.float64)
     flat = [np.repeat(e, t["n"]) for e, t in zip(expected["gigpo"], trajs, strict=False)]
-    np.testing.assert_allclose(
-        tokens.numpy(), _pad(flat, token_step.shape[1], 0.0, float), atol=1e-5
-    )
+    np.testing.assert_allclose(tokens.numpy(), _pad(flat, token_step.shape[1], 0.0, float), atol=1e-5)

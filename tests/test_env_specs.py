@@ -45,9 +45,11 @@ def test_bundled_alfworld_tasks_load_and_play_without_the_generator():
     import sys
 
     pytest.importorskip("alfworld")
-    code = ("import sys, gymnasium as gym, ttg_envs; env = gym.make('ttg/ALFWorld-v0', split='valid_seen'); "
-            "env.reset(seed=0, options={'task_index': 0}); "
-            "print('ttg_envs.envs.alfworld.generator' in sys.modules)")
+    code = (
+        "import sys, gymnasium as gym, ttg_envs; env = gym.make('ttg/ALFWorld-v0', split='valid_seen'); "
+        "env.reset(seed=0, options={'task_index': 0}); "
+        "print('ttg_envs.envs.alfworld.generator' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[-1] == "False"
 

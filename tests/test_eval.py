@@ -67,20 +67,45 @@ def test_plot_writes_a_png(tmp_path):
 
 def test_evaluate_runs_every_condition_and_reproduces_by_seed(tiny_game):
     meter = ScriptedMeter(lambda h: (True, 5 * len(h)))
-    run = lambda: evaluate("ttg/ALFWorld-v0", ["tiny"], ["natural", "random-2", "guided-2"], "scripted:noisy_expert:0.5",  # noqa: E731
-                           seeds=[0, 1], meter=meter, env_kwargs={"game_files": str(tiny_game), "split": "tiny"})
+    run = lambda: evaluate(
+        "ttg/ALFWorld-v0",
+        ["tiny"],
+        ["natural", "random-2", "guided-2"],
+        "scripted:noisy_expert:0.5",  # noqa: E731
+        seeds=[0, 1],
+        meter=meter,
+        env_kwargs={"game_files": str(tiny_game), "split": "tiny"},
+    )
     first = run()
     assert [(r.policy, r.seed) for r in first] == [(c, s) for c in ("natural", "random-2", "guided-2") for s in (0, 1)]
     assert first == run()
     with pytest.raises(ValueError, match="needs a meter"):
-        evaluate("ttg/ALFWorld-v0", ["tiny"], ["guided-2"], "scripted:expert", seeds=[0],
-                 env_kwargs={"game_files": str(tiny_game)})
+        evaluate("ttg/ALFWorld-v0", ["tiny"], ["guided-2"], "scripted:expert", seeds=[0], env_kwargs={"game_files": str(tiny_game)})
 
 
 def test_ttg_eval_writes_json_and_markdown(tiny_game, tmp_path, capsys):
     env_kwargs = json.dumps({"game_files": str(tiny_game)})
-    code = main(["eval", "--env-kwargs", env_kwargs, "--splits", "tiny", "--conditions", "natural", "random-2",
-                 "--actor", "scripted:noisy_expert:0.3", "--seeds", "0", "1", "--workers", "1", "--out", str(tmp_path)])
+    code = main(
+        [
+            "eval",
+            "--env-kwargs",
+            env_kwargs,
+            "--splits",
+            "tiny",
+            "--conditions",
+            "natural",
+            "random-2",
+            "--actor",
+            "scripted:noisy_expert:0.3",
+            "--seeds",
+            "0",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     report = json.loads((tmp_path / "eval.json").read_text())
     assert len(report["episodes"]) == 4 and report["config"]["conditions"] == ["natural", "random-2"]
@@ -118,8 +143,31 @@ def test_demo_plan_spreads_over_task_types_and_keeps_meter_tasks_out():
 
 def test_ttg_demo_runs_end_to_end_at_tiny_scale(tmp_path):
     # PaperSearchQA's bundled tasks load in milliseconds; ALFWorld's full demo is the README's main job.
-    code = main(["demo", "--env", "ttg/PaperSearchQA-v0", "--splits", "test", "--meter-split", "train", "--meter-tasks", "4",
-                 "--tasks", "2", "--seeds", "0", "1", "2", "--epochs", "1", "--workers", "1", "--out", str(tmp_path)])
+    code = main(
+        [
+            "demo",
+            "--env",
+            "ttg/PaperSearchQA-v0",
+            "--splits",
+            "test",
+            "--meter-split",
+            "train",
+            "--meter-tasks",
+            "4",
+            "--tasks",
+            "2",
+            "--seeds",
+            "0",
+            "1",
+            "2",
+            "--epochs",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     report = json.loads((tmp_path / "demo.json").read_text())
     assert len(report["episodes"]) == 2 * 3 * 3  # tasks x conditions x seeds

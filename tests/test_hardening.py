@@ -27,9 +27,26 @@ from ttg_envs.wrappers.recorder import sort_by_task
 # ----------------------------------------------------------------- linear-time parsers
 PARSERS = {"react": parse_react, "search": parse_search_action, "tool_calls": parse_tool_calls}
 #: Pieces an adversarial action repeats: unclosed tags, fence openers, whitespace runs.
-UNITS = st.sampled_from(["<action>", "<ACTION>x", "<search>", "<answer>", "<search>a</answer>", "<tool_call>",
-                         "<tool_call>{", "</think><tool_call>", "```", "``` ", " ", "\n", "[f(", "{\"name\": ",
-                         "<think>", "<action></act"])
+UNITS = st.sampled_from(
+    [
+        "<action>",
+        "<ACTION>x",
+        "<search>",
+        "<answer>",
+        "<search>a</answer>",
+        "<tool_call>",
+        "<tool_call>{",
+        "</think><tool_call>",
+        "```",
+        "``` ",
+        " ",
+        "\n",
+        "[f(",
+        '{"name": ',
+        "<think>",
+        "<action></act",
+    ]
+)
 
 
 def _best_time(fn, text: str, repeats: int = 5) -> float:
@@ -42,7 +59,9 @@ def _best_time(fn, text: str, repeats: int = 5) -> float:
 
 
 @settings(max_examples=25, deadline=None)
-@given(parser=st.sampled_from(sorted(PARSERS)), units=st.lists(UNITS, min_size=1, max_size=3), head=st.sampled_from(["", "```", "<action>x"]))
+@given(
+    parser=st.sampled_from(sorted(PARSERS)), units=st.lists(UNITS, min_size=1, max_size=3), head=st.sampled_from(["", "```", "<action>x"])
+)
 def test_parse_time_grows_linearly_with_adversarial_length(parser, units, head):
     fn, unit = PARSERS[parser], "".join(units)
     small = head + unit * (4096 // len(unit))
@@ -53,8 +72,10 @@ def test_parse_time_grows_linearly_with_adversarial_length(parser, units, head):
 
 _OLD_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _OLD_SEARCH = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
-_TAG_SOUP = st.lists(st.sampled_from(["<action>", "</action>", "<ACTION>", "</Action>", "<search>", "</search>",
-                                      "<answer>", "</ANSWER>", "go", " ", "q"]), max_size=10).map("".join)
+_TAG_SOUP = st.lists(
+    st.sampled_from(["<action>", "</action>", "<ACTION>", "</Action>", "<search>", "</search>", "<answer>", "</ANSWER>", "go", " ", "q"]),
+    max_size=10,
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -100,8 +121,11 @@ def test_an_action_over_the_limit_is_an_invalid_step_stating_it(tiny_env, search
 
 
 # ----------------------------------------------------------------- trajectory files
-RECORDS = [{"task": {"id": "b"}, "text": "plain"}, {"task": {"id": "a"}, "text": "é 中 😀 \u2028"},
-           {"task": {"id": "c"}, "text": "中😀é" * 5}]
+RECORDS = [
+    {"task": {"id": "b"}, "text": "plain"},
+    {"task": {"id": "a"}, "text": "é 中 😀 \u2028"},
+    {"task": {"id": "c"}, "text": "中😀é" * 5},
+]
 
 
 def test_a_record_cut_at_any_byte_is_skipped(tmp_path):
@@ -171,8 +195,7 @@ def test_bfcl_math_calls_are_time_limited(monkeypatch):
     backends = _math_backends()
     monkeypatch.setattr(Backends, "call_timeout", 2.0)
     start = time.monotonic()
-    for name, arguments in (("power", {"base": 10, "exponent": 10**9}),
-                            ("logarithm", {"value": 3, "base": 2, "precision": 10**8})):
+    for name, arguments in (("power", {"base": 10, "exponent": 10**9}), ("logarithm", {"value": 3, "base": 2, "precision": 10**8})):
         result = backends.execute(ToolCall(name, arguments))
         # Stopped at the time limit, or (logarithm) out of the child's memory limit.
         assert "did not finish within 2 s" in result or '"error"' in result, (name, result)

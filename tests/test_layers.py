@@ -90,8 +90,11 @@ def import_cycles(root: Path = PACKAGE) -> list[list[str]]:
     files left out: a package re-exporting its children is no cycle)."""
     modules = _modules(root)
     packages = {name for name, path in modules.items() if path.name == "__init__.py"}
-    graph = {name: {m for _, m in _imports(path, root) if m in modules and m not in packages and m != name}
-             for name, path in modules.items() if name not in packages}
+    graph = {
+        name: {m for _, m in _imports(path, root) if m in modules and m not in packages and m != name}
+        for name, path in modules.items()
+        if name not in packages
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -33,8 +33,14 @@ def record(task: str, tokens: list[int], success: bool, policy: str = "p", split
     for i, _ in enumerate(tokens):
         msgs += [{"role": "assistant", "content": f"<action>step {i}</action>"}, {"role": "user", "content": f"obs {i}"}]
     ttg = [sum(tokens[i:]) for i in range(len(tokens))] if success else None
-    return {"messages": msgs, "success": success, "assistant_tokens": tokens, "ttg_labels": ttg,
-            "metadata": {"policy": policy}, "task": {"id": task, "type": "t", "split": split}}
+    return {
+        "messages": msgs,
+        "success": success,
+        "assistant_tokens": tokens,
+        "ttg_labels": ttg,
+        "metadata": {"policy": policy},
+        "task": {"id": task, "type": "t", "split": split},
+    }
 
 
 # ------------------------------------------------------------------------------ datasets (eq. 1-2)
@@ -85,19 +91,22 @@ def est(can: bool, remaining: int | None) -> Estimate:
     return parse_answer(format_answer(can, remaining))
 
 
-@pytest.mark.parametrize("answer, can_complete, ttg, reward", [
-    (est(True, 90), True, 100, 0.2 + 0.8 * 0.9),
-    (est(True, 110), True, 100, 0.2 + 0.8 * 0.9),
-    (est(True, 250), True, 100, 0.2),   # u clipped at 0
-    (est(True, 100), True, 100, 1.0),
-    (est(True, 0), True, 0, 1.0),
-    (est(True, 2), True, 0, 0.2),       # max(v, 1) in the denominator
-    (est(False, None), False, None, 1.0),
-    (est(True, 100), False, None, -1.0),
-    (est(False, None), True, 100, -1.0),
-    (parse_answer("nonsense"), True, 100, -1.0),
-    (parse_answer("nonsense"), False, None, -1.0),
-])
+@pytest.mark.parametrize(
+    "answer, can_complete, ttg, reward",
+    [
+        (est(True, 90), True, 100, 0.2 + 0.8 * 0.9),
+        (est(True, 110), True, 100, 0.2 + 0.8 * 0.9),
+        (est(True, 250), True, 100, 0.2),  # u clipped at 0
+        (est(True, 100), True, 100, 1.0),
+        (est(True, 0), True, 0, 1.0),
+        (est(True, 2), True, 0, 0.2),  # max(v, 1) in the denominator
+        (est(False, None), False, None, 1.0),
+        (est(True, 100), False, None, -1.0),
+        (est(False, None), True, 100, -1.0),
+        (parse_answer("nonsense"), True, 100, -1.0),
+        (parse_answer("nonsense"), False, None, -1.0),
+    ],
+)
 def test_meter_reward(answer, can_complete, ttg, reward):
     assert meter_reward(answer, can_complete, ttg) == pytest.approx(reward)
 
@@ -120,8 +129,16 @@ def test_evaluate_meter_by_hand():
     ok.step_labels = [1, -1, 0, 1]
     bad = parse_trajectory(record("b", [10, 10], False, policy="q"), "f:2")
     # After k actions the meter says: task a -> 40, 50, 30, 30, 0; task b -> completable 20, then failure.
-    answers = {("a", 0): (True, 40), ("a", 1): (True, 50), ("a", 2): (True, 30), ("a", 3): (True, 30), ("a", 4): (True, 0),
-               ("b", 0): (True, 20), ("b", 1): "garbage", ("b", 2): (False, None)}
+    answers = {
+        ("a", 0): (True, 40),
+        ("a", 1): (True, 50),
+        ("a", 2): (True, 30),
+        ("a", 3): (True, 30),
+        ("a", 4): (True, 0),
+        ("b", 0): (True, 20),
+        ("b", 1): "garbage",
+        ("b", 2): (False, None),
+    }
 
     def script(history):
         task = history[1]["content"].split(": ")[1][0]
@@ -155,8 +172,10 @@ def tiny_setup():
     from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
     torch.set_num_threads(1)
-    trajs = [parse_trajectory(record("put a mug in fridge", [20] * 4, True), "f:1"),
-             parse_trajectory(record("heat an egg", [20] * 3, False), "f:2")]
+    trajs = [
+        parse_trajectory(record("put a mug in fridge", [20] * 4, True), "f:1"),
+        parse_trajectory(record("heat an egg", [20] * 3, False), "f:2"),
+    ]
     examples = build_examples(trajs)
     prompt = PromptConfig(max_tokens=100)
     texts = [render_history(e.history, lambda t: len(t.split()), prompt) + "\n" + e.answer for e in examples]
@@ -196,9 +215,17 @@ def sampled_reward(model, tokenizer, examples, prompt, n: int = 24) -> float:
     rewards = []
     for e in examples:
         ids = torch.tensor([tokenizer.encode(chat_prompt(tokenizer, e.history, prompt, count), add_special_tokens=False)])
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=0.7, top_k=None,
-                             max_new_tokens=24, num_return_sequences=n, pad_token_id=tokenizer.pad_token_id)
-        for text in tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True):
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=True,
+            temperature=0.7,
+            top_k=None,
+            max_new_tokens=24,
+            num_return_sequences=n,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        for text in tokenizer.batch_decode(out[:, ids.shape[1] :], skip_special_tokens=True):
             rewards.append(meter_reward(parse_answer(text), e.can_complete, e.ttg))
     return float(np.mean(rewards))
 
@@ -236,8 +263,10 @@ def test_encoder_training_lowers_the_loss():
     from ttg_envs.training.meter.regression import RegressionConfig, train_encoder_meter
     from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
-    trajs = [parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 3), i % 2 == 1),
-                              f"f:{i}") for i in range(12)]
+    trajs = [
+        parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 3), i % 2 == 1), f"f:{i}")
+        for i in range(12)
+    ]
     tokenizer = train_wordpiece_tokenizer([s for t in trajs for s in history_segments(t.messages)], vocab_size=200)
     config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, task_pattern=r"task is to: (.*)\.")
     meter = EncoderMeter(build_model(tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=27), 16), tokenizer, config)
@@ -253,13 +282,29 @@ def test_train_and_eval_meter_commands(tiny_game, tmp_path, capsys):
 
     env = ["--env-kwargs", json.dumps({"game_files": str(tiny_game)}), "--workers", "1", "--limit", "1"]
     policies = ["--policies", "expert", "noisy_expert:0.5", "noisy_expert:1"]
-    assert main(["train-meter", *env, *policies, "--epochs", "2", "--hidden", "16", "--val-fraction", "0.34",
-                 "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(["train-meter", *env, *policies, "--epochs", "2", "--hidden", "16", "--val-fraction", "0.34", "--out", str(tmp_path / "run")])
+        == 0
+    )
     report = json.loads((tmp_path / "run" / "train_report.json").read_text())
     assert report["trajectories"]["train"] == 2 and report["trajectories"]["held_out"] == 1
     assert (tmp_path / "run" / "meter" / "meter.json").is_file()
-    assert main(["eval-meter", *env, *policies, "--meter", str(tmp_path / "run" / "meter"), "--splits", "valid_unseen",
-                 "--out", str(tmp_path / "eval")]) == 0
+    assert (
+        main(
+            [
+                "eval-meter",
+                *env,
+                *policies,
+                "--meter",
+                str(tmp_path / "run" / "meter"),
+                "--splits",
+                "valid_unseen",
+                "--out",
+                str(tmp_path / "eval"),
+            ]
+        )
+        == 0
+    )
     result = json.loads((tmp_path / "eval" / "eval_report.json").read_text())["reports"]["valid_unseen"]
     assert result["prefixes"] > 0 and result["valid_rate"] == 1.0
     assert sum(result["steps"].values()) > 0  # planner labels recorded with the trajectories
@@ -270,10 +315,36 @@ def test_train_meter_causal_tiny(tiny_game, tmp_path):
     from ttg_envs.cli import main
     from ttg_envs.meters import TransformersMeter, load_meter
 
-    args = ["train-meter", "--env-kwargs", json.dumps({"game_files": str(tiny_game)}), "--workers", "1", "--limit", "1",
-            "--policies", "expert", "noisy_expert:1", "--backbone", "causal:tiny", "--hidden", "32", "--batch-size", "4",
-            "--max-examples", "16", "--max-prompt-tokens", "128", "--grpo-steps", "1", "--group-size", "2",
-            "--val-fraction", "0", "--out", str(tmp_path / "run")]
+    args = [
+        "train-meter",
+        "--env-kwargs",
+        json.dumps({"game_files": str(tiny_game)}),
+        "--workers",
+        "1",
+        "--limit",
+        "1",
+        "--policies",
+        "expert",
+        "noisy_expert:1",
+        "--backbone",
+        "causal:tiny",
+        "--hidden",
+        "32",
+        "--batch-size",
+        "4",
+        "--max-examples",
+        "16",
+        "--max-prompt-tokens",
+        "128",
+        "--grpo-steps",
+        "1",
+        "--group-size",
+        "2",
+        "--val-fraction",
+        "0",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     assert main(args) == 0
     report = json.loads((tmp_path / "run" / "train_report.json").read_text())
     assert report["train"]["sft_steps"] == 4 and report["train"]["grpo_steps"] == 1

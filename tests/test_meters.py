@@ -77,12 +77,15 @@ def test_non_text_answers_are_invalid(value):
     assert parse_answer(value).valid is False
 
 
-@pytest.mark.parametrize("text, expected", [
-    ('{"can_complete": true, "remaining_tokens": 420}', (True, 420)),
-    ('{"can_complete": true, "remaining_tokens": 0}', (True, 0)),
-    ('  {"can_complete":true,"remaining_tokens":7}\n', (True, 7)),
-    ('{"can_complete": false, "remaining_tokens": null}', (False, None)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('{"can_complete": true, "remaining_tokens": 420}', (True, 420)),
+        ('{"can_complete": true, "remaining_tokens": 0}', (True, 0)),
+        ('  {"can_complete":true,"remaining_tokens":7}\n', (True, 7)),
+        ('{"can_complete": false, "remaining_tokens": null}', (False, None)),
+    ],
+)
 def test_well_formed_answers(text, expected):
     est = parse_answer(text)
     assert est.valid and (est.can_complete, est.remaining_tokens) == expected

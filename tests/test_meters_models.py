@@ -24,15 +24,19 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def episode(turns: int, seed: int = 0) -> list[dict]:
     msgs = [{"role": "system", "content": "rules"}, {"role": "user", "content": f"Your task is to: put a mug in fridge {seed}."}]
     for i in range(turns):
-        msgs += [{"role": "assistant", "content": f"<action>go to cabinet {i}</action>"},
-                 {"role": "user", "content": f"You arrive at cabinet {i}. The cabinet {i} is closed."}]
+        msgs += [
+            {"role": "assistant", "content": f"<action>go to cabinet {i}</action>"},
+            {"role": "user", "content": f"You arrive at cabinet {i}. The cabinet {i} is closed."},
+        ]
     return msgs
 
 
 @pytest.fixture(scope="module")
 def causal():
-    texts = [f'## Task\nput a mug in fridge {i}\n## Agent\ngo to cabinet {i}\n{{"can_complete": true, "remaining_tokens": {10 * i}}}'
-             for i in range(50)] + ['{"can_complete": false, "remaining_tokens": null}']
+    texts = [
+        f'## Task\nput a mug in fridge {i}\n## Agent\ngo to cabinet {i}\n{{"can_complete": true, "remaining_tokens": {10 * i}}}'
+        for i in range(50)
+    ] + ['{"can_complete": false, "remaining_tokens": null}']
     tokenizer = train_bpe_tokenizer(texts, vocab_size=400)
     torch.manual_seed(0)
     return tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2), tokenizer
@@ -156,10 +160,12 @@ def test_vllm_meter_needs_the_extra(monkeypatch):
 
 
 def test_history_segments_can_drop_reasoning():
-    history = [{"role": "user", "content": "Your task is to: put a mug in fridge 0."},
-               {"role": "assistant", "content": "<think>The mug is on the table.</think><action>go to table 1</action>"},
-               {"role": "user", "content": "You arrive at table 1."},
-               {"role": "assistant", "content": "<think>unclosed thought <action>take mug 1</action>"}]
+    history = [
+        {"role": "user", "content": "Your task is to: put a mug in fridge 0."},
+        {"role": "assistant", "content": "<think>The mug is on the table.</think><action>go to table 1</action>"},
+        {"role": "user", "content": "You arrive at table 1."},
+        {"role": "assistant", "content": "<think>unclosed thought <action>take mug 1</action>"},
+    ]
     segs = history_segments(history, drop_reasoning=True)
     assert segs[1] == "[agent] <action>go to table 1</action>\n[env] You arrive at table 1."
     assert segs[2] == "[agent]"  # an unclosed <think> swallows the rest of the message, as a parser would

@@ -15,10 +15,19 @@ def test_options_come_from_the_query_string_and_keywords_win():
         parse_model_spec("Qwen/Qwen3-4B?revison=abc")
 
 
-@pytest.mark.parametrize("spec, local", [
-    ("no/such/dir", True), ("./x", True), ("/abs", True), ("~/m", True), ("model.gguf", True),
-    ("Qwen/Qwen3-4B", False), ("gpt2", False), ("my_meter/meter", False),
-])
+@pytest.mark.parametrize(
+    "spec, local",
+    [
+        ("no/such/dir", True),
+        ("./x", True),
+        ("/abs", True),
+        ("~/m", True),
+        ("model.gguf", True),
+        ("Qwen/Qwen3-4B", False),
+        ("gpt2", False),
+        ("my_meter/meter", False),
+    ],
+)
 def test_what_looks_like_a_path(spec, local):
     assert looks_local(spec) is local
 
@@ -94,8 +103,10 @@ def test_cli_errors_are_one_line_with_exit_code_2(capsys):
 
     assert main(["rollout", "--env", "ttg/Nope-v0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["ttg: error: unknown env id 'ttg/Nope-v0'; scripted policies exist for: "
-                   "ttg/ALFWorld-v0, ttg/AWM-v0, ttg/BFCL-v0, ttg/PaperSearchQA-v0, ttg/Tau2-v0"]
+    assert err == [
+        "ttg: error: unknown env id 'ttg/Nope-v0'; scripted policies exist for: "
+        "ttg/ALFWorld-v0, ttg/AWM-v0, ttg/BFCL-v0, ttg/PaperSearchQA-v0, ttg/Tau2-v0"
+    ]
     with pytest.raises(ValueError):
         main(["rollout", "--env", "ttg/Nope-v0", "--debug"])
     assert main(["--version"]) == 0
@@ -148,8 +159,18 @@ def test_progress_lines_stay_periodic_when_the_loop_sets_a_postfix(capsys, monke
 def test_a_single_seed_has_no_spread():
     from ttg_envs.eval.report import markdown_table
 
-    row = {"actor": "a", "split": "s", "condition": "natural", "task_type": "all", "seeds": [0], "episodes": 4,
-           "success_rate_mean": 0.5, "success_rate_std": 0.0, "avg_steps_mean": 3.0, "avg_steps_std": 0.0,
-           "avg_tokens_mean": 10.0}
+    row = {
+        "actor": "a",
+        "split": "s",
+        "condition": "natural",
+        "task_type": "all",
+        "seeds": [0],
+        "episodes": 4,
+        "success_rate_mean": 0.5,
+        "success_rate_std": 0.0,
+        "avg_steps_mean": 3.0,
+        "avg_steps_std": 0.0,
+        "avg_tokens_mean": 10.0,
+    }
     assert "| 50.0 ± n/a | 3.00 ± n/a |" in markdown_table([row])
     assert "| 50.0 ± 0.0 | 3.00 ± 0.00 |" in markdown_table([{**row, "seeds": [0, 1]}])

@@ -91,11 +91,17 @@ def test_bm25_finds_the_source_and_paraphrases_are_harder():
 
 
 # ----------------------------------------------------------------- scoring and parsing
-@pytest.mark.parametrize("pred, golden, ok", [
-    ("The HBB gene.", ["HBB gene"], True), ("  dystrophin ", ["DMD protein", "Dystrophin"], True),
-    ("an  Adrenal Glands", ["adrenal glands"], True), ("5p15.3", ["5p153"], True),
-    ("HBA", ["HBB"], False), ("", ["x"], False),
-])
+@pytest.mark.parametrize(
+    "pred, golden, ok",
+    [
+        ("The HBB gene.", ["HBB gene"], True),
+        ("  dystrophin ", ["DMD protein", "Dystrophin"], True),
+        ("an  Adrenal Glands", ["adrenal glands"], True),
+        ("5p15.3", ["5p153"], True),
+        ("HBA", ["HBB"], False),
+        ("", ["x"], False),
+    ],
+)
 def test_exact_match_after_squad_normalisation(pred, golden, ok):
     assert exact_match(pred, golden) is ok
 
@@ -105,20 +111,28 @@ def test_normalisation_is_idempotent(text):
     assert normalize_answer(normalize_answer(text)) == normalize_answer(text)
 
 
-@pytest.mark.parametrize("text, command", [
-    ("<think>x</think><search> BRV1 kinase </search>", ("search", "BRV1 kinase")),
-    ("<ANSWER>HBB</ANSWER>", ("answer", "HBB")),
-    ("<search>first</search> then <answer>late</answer>", ("search", "first")),
-    ("<answer>a\n b</answer><search>q</search>", ("answer", "a b")),
-])
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("<think>x</think><search> BRV1 kinase </search>", ("search", "BRV1 kinase")),
+        ("<ANSWER>HBB</ANSWER>", ("answer", "HBB")),
+        ("<search>first</search> then <answer>late</answer>", ("search", "first")),
+        ("<answer>a\n b</answer><search>q</search>", ("answer", "a b")),
+    ],
+)
 def test_parse_takes_the_first_complete_block(text, command):
     assert parse_search_action(text).command == command
 
 
-@pytest.mark.parametrize("text, why", [
-    ("just words", "no <search>"), ("<search>unclosed", "not closed with </search>"),
-    ("<answer> </answer>", "<answer> block is empty"), ("<search>" + "x " * 3000 + "</search>", "longer than"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("just words", "no <search>"),
+        ("<search>unclosed", "not closed with </search>"),
+        ("<answer> </answer>", "<answer> block is empty"),
+        ("<search>" + "x " * 3000 + "</search>", "longer than"),
+    ],
+)
 def test_parse_says_what_was_wrong(text, why):
     parsed = parse_search_action(text)
     assert parsed.command is None and why in parsed.error
@@ -183,9 +197,14 @@ def test_check_env_passes_without_warnings():
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(st.text(max_size=300), st.sampled_from(["<search>", "</search>", "<answer></answer>", "<answer>"]),
-                 st.builds(lambda s: f"<search>{s}</search>", st.text(max_size=60)),
-                 st.builds(lambda s: f"<answer>{s}</answer>", st.text(max_size=20))))
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.sampled_from(["<search>", "</search>", "<answer></answer>", "<answer>"]),
+        st.builds(lambda s: f"<search>{s}</search>", st.text(max_size=60)),
+        st.builds(lambda s: f"<answer>{s}</answer>", st.text(max_size=20)),
+    )
+)
 def test_arbitrary_strings_raise_nothing(env, text):
     if env.unwrapped.task is None or env.unwrapped.done:
         env.reset(seed=0)
@@ -195,9 +214,18 @@ def test_arbitrary_strings_raise_nothing(env, text):
         assert info["error"] in obs
 
 
-_ACTIONS = st.lists(st.sampled_from(["<search>BRV1 kinase</search>", "<search>syndrome gene mutated</search>",
-                                     "<search>trial drug reduced</search>", "no tags", "<answer>HBB</answer>"]),
-                    max_size=4)
+_ACTIONS = st.lists(
+    st.sampled_from(
+        [
+            "<search>BRV1 kinase</search>",
+            "<search>syndrome gene mutated</search>",
+            "<search>trial drug reduced</search>",
+            "no tags",
+            "<answer>HBB</answer>",
+        ]
+    ),
+    max_size=4,
+)
 
 
 @SETTINGS
@@ -229,12 +257,26 @@ def test_state_key_is_the_knowledge_state(env):
 
 # ----------------------------------------------------------------- real-format files and other backends
 REAL_ROWS = [
-    {"question": "What gene is mutated in Sickle Cell Anemia?", "answer": "HBB", "golden_answers": ["HBB", "beta-globin"],
-     "question_original": "What gene is mutated in Sickle Cell Anemia?", "pmid": "1", "paper_title": "t", "cat_num": "1",
-     "cat": "Genetic inheritance & disease-linked mutations"},
-    {"question": "Sickle cell anaemia results from mutations in which gene?", "answer": "HBB", "golden_answers": ["HBB"],
-     "question_original": "What gene is mutated in Sickle Cell Anemia?", "pmid": "1", "paper_title": "t", "cat_num": "1",
-     "cat": "Genetic inheritance & disease-linked mutations"},
+    {
+        "question": "What gene is mutated in Sickle Cell Anemia?",
+        "answer": "HBB",
+        "golden_answers": ["HBB", "beta-globin"],
+        "question_original": "What gene is mutated in Sickle Cell Anemia?",
+        "pmid": "1",
+        "paper_title": "t",
+        "cat_num": "1",
+        "cat": "Genetic inheritance & disease-linked mutations",
+    },
+    {
+        "question": "Sickle cell anaemia results from mutations in which gene?",
+        "answer": "HBB",
+        "golden_answers": ["HBB"],
+        "question_original": "What gene is mutated in Sickle Cell Anemia?",
+        "pmid": "1",
+        "paper_title": "t",
+        "cat_num": "1",
+        "cat": "Genetic inheritance & disease-linked mutations",
+    },
     {"question": "Where is corticosterone synthesized?", "answer": "Adrenal glands", "golden_answers": None, "pmid": "2"},
 ]
 
@@ -250,8 +292,7 @@ def test_released_question_files_load_with_subsets(tmp_path, fmt):
     else:
         path.write_text("".join(json.dumps(r) + "\n" for r in REAL_ROWS))
     tasks = load_tasks("test", questions=path)
-    assert [(t.id, t.subset) for t in tasks] == [("test-00000", "original"), ("test-00001", "paraphrased"),
-                                                 ("test-00002", "original")]
+    assert [(t.id, t.subset) for t in tasks] == [("test-00000", "original"), ("test-00001", "paraphrased"), ("test-00002", "original")]
     assert tasks[0].answers == ("HBB", "beta-globin") and tasks[2].answers == ("Adrenal glands",)
     assert [t.id for t in load_tasks("test", questions=path, subset="paraphrased")] == ["test-00001"]
 
@@ -260,17 +301,21 @@ def test_env_on_user_files_with_tantivy_and_http(tmp_path):
     questions = tmp_path / "q.jsonl"
     questions.write_text("".join(json.dumps(r) + "\n" for r in REAL_ROWS))
     corpus = tmp_path / "pubmed.jsonl"
-    corpus.write_text(json.dumps({"id": 0, "contents": "TITLE: HBB mutations cause sickle cell anemia. ABSTRACT: ..."})
-                      + "\n" + json.dumps({"id": 1, "contents": "TITLE: Adrenal steroidogenesis. ABSTRACT: corticosterone"
-                                                                 " is synthesized in the adrenal glands."}) + "\n")
+    corpus.write_text(
+        json.dumps({"id": 0, "contents": "TITLE: HBB mutations cause sickle cell anemia. ABSTRACT: ..."})
+        + "\n"
+        + json.dumps(
+            {"id": 1, "contents": "TITLE: Adrenal steroidogenesis. ABSTRACT: corticosterone is synthesized in the adrenal glands."}
+        )
+        + "\n"
+    )
     env = PaperSearchQAEnv("test", questions=questions, corpus=corpus, retriever="tantivy")
     env.reset(options={"task_index": 2})
     *_, info = env.step("<search>corticosterone synthesized</search>")
     assert info["retrieved_ids"][0] == "1"
     local = make_retriever("bm25s", corpus=load_corpus(corpus, progress=False), cache_dir=tmp_path, progress=False)
     with RetrievalServer(local, port=0) as server:
-        remote = PaperSearchQAEnv("test", questions=questions, retriever="http",
-                                  retriever_kwargs={"url": server.url}, topk=1)
+        remote = PaperSearchQAEnv("test", questions=questions, retriever="http", retriever_kwargs={"url": server.url}, topk=1)
         remote.reset(options={"task_index": 0})
         obs, *_ = remote.step("<search>sickle cell gene</search>")
         assert obs == "<information>Doc 1(Title: TITLE: HBB mutations cause sickle cell anemia. ABSTRACT: ...) \n</information>"

@@ -47,8 +47,9 @@ def test_smollm2_guided_4_tries_four_candidates_in_branches(actor):
     def fewer_messages_left(history):
         return True, 1000 - 10 * len(history)
 
-    env = ProgressMeterWrapper(TokenCounter(gym.make("ttg/ALFWorld-v0", split="valid_seen"), tokenizer=actor.tokenizer),
-                               ScriptedMeter(fewer_messages_left))
+    env = ProgressMeterWrapper(
+        TokenCounter(gym.make("ttg/ALFWorld-v0", split="valid_seen"), tokenizer=actor.tokenizer), ScriptedMeter(fewer_messages_left)
+    )
     env.reset(seed=0, options={"task_index": 0})
     selector = GuidedSelector(actor, k=4)
     steps_before = env.unwrapped.elapsed_steps

@@ -20,8 +20,7 @@ from ttg_envs.wrappers import (
 )
 from ttg_envs.wrappers.progress_meter import default_failure_cost
 
-PLAN = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to fridge 1", "open fridge 1",
-        "move mug 1 to fridge 1"]
+PLAN = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to fridge 1", "open fridge 1", "move mug 1 to fridge 1"]
 C = 1000.0
 # What the scripted meter answers after k actions (after the 6th action of PLAN the game is won
 # and that state is anchored, never scored).
@@ -50,7 +49,11 @@ def env(tiny_game):
 def test_fields_on_a_hand_built_episode(env):
     _, info = env.reset(seed=0)
     assert {k: info[k] for k in ("ttg", "ttg_can_complete", "ttg_valid", "ttg_cost")} == {
-        "ttg": 120, "ttg_can_complete": True, "ttg_valid": True, "ttg_cost": 120.0}
+        "ttg": 120,
+        "ttg_can_complete": True,
+        "ttg_valid": True,
+        "ttg_cost": 120.0,
+    }
     assert "ttg_delta" not in info
     rows = []
     for command in PLAN:

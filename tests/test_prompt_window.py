@@ -41,8 +41,7 @@ def test_budget_drops_oldest_turns_first():
 
 
 def test_tool_observations_stay_with_their_turn():
-    msgs = transcript(1) + [{"role": "assistant", "content": "a2"}, {"role": "tool", "content": "t2"},
-                            {"role": "user", "content": "o2"}]
+    msgs = transcript(1) + [{"role": "assistant", "content": "a2"}, {"role": "tool", "content": "t2"}, {"role": "user", "content": "o2"}]
     head, turns, current = split_turns(msgs)
     assert contents(head) == ["sys", "task"]
     assert [contents(t) for t in turns] == [["a1", "o1"], ["a2"]]
@@ -59,16 +58,15 @@ def test_named_windows():
         PromptWindow(history=-1)
 
 
-@given(turns=st.integers(0, 12), history=st.one_of(st.none(), st.integers(0, 14)),
-       budget=st.one_of(st.none(), st.integers(1, 30)))
+@given(turns=st.integers(0, 12), history=st.one_of(st.none(), st.integers(0, 14)), budget=st.one_of(st.none(), st.integers(1, 30)))
 def test_window_is_head_plus_a_suffix_of_turns_plus_current(turns, history, budget):
     msgs = transcript(turns)
     kept = PromptWindow(history, budget).select(msgs, len)
     head, all_turns, current = split_turns(msgs)
-    assert kept[:len(head)] == head and (not current or kept[-len(current):] == current)
-    middle = kept[len(head):len(kept) - len(current)]
+    assert kept[: len(head)] == head and (not current or kept[-len(current) :] == current)
+    middle = kept[len(head) : len(kept) - len(current)]
     flat = [m for t in all_turns for m in t]
-    assert middle == flat[len(flat) - len(middle):]  # a suffix: the newest turns survive
+    assert middle == flat[len(flat) - len(middle) :]  # a suffix: the newest turns survive
     kept_turns = sum(1 for m in middle if m["role"] == "assistant")
     if history is not None:
         assert kept_turns <= history

@@ -48,9 +48,11 @@ def test_wrapper_fields_from_a_shipped_meter(env_id, kwargs):
 def test_a_fresh_offline_process_loads_the_alfworld_meter():
     if "ttg/ALFWorld-v0" not in SHIPPED_IDS:
         pytest.skip("no ALFWorld meter shipped")
-    code = ("import time; t = time.time(); from ttg_envs.meters import load_meter; m = load_meter('ttg/ALFWorld-v0'); "
-            "e = m.estimate([[{'role': 'system', 'content': 's'}, {'role': 'user', 'content': 'Your task is to: put a mug in sinkbasin.'}]])[0]; "
-            "print(e.valid, e.completable, round(time.time() - t, 1))")
+    code = (
+        "import time; t = time.time(); from ttg_envs.meters import load_meter; m = load_meter('ttg/ALFWorld-v0'); "
+        "e = m.estimate([[{'role': 'system', 'content': 's'}, {'role': 'user', 'content': 'Your task is to: put a mug in sinkbasin.'}]])[0]; "
+        "print(e.valid, e.completable, round(time.time() - t, 1))"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
     valid, _, seconds = out.stdout.split()

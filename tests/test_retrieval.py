@@ -41,8 +41,7 @@ def corpus() -> Corpus:
 
 @pytest.fixture(scope="module", params=["bm25s", "tantivy"])
 def retriever(request, corpus, tmp_path_factory):
-    return make_retriever(request.param, corpus=corpus, cache_dir=tmp_path_factory.mktemp(request.param),
-                          progress=False)
+    return make_retriever(request.param, corpus=corpus, cache_dir=tmp_path_factory.mktemp(request.param), progress=False)
 
 
 def test_best_passage_first_and_stopwords_match_nothing(retriever):
@@ -140,8 +139,9 @@ def test_http_retriever_matches_the_local_one(corpus, tmp_path):
         queries = ["BRV1 loop", "dogs", "the a", "zelotrapib"]
         expected = local.batch_search(queries, 2)
         got = remote.batch_search(queries, 2)
-        assert [[(h.document, round(h.score, 4)) for h in hits] for hits in got] == \
-               [[(h.document, round(h.score, 4)) for h in hits] for hits in expected]
+        assert [[(h.document, round(h.score, 4)) for h in hits] for hits in got] == [
+            [(h.document, round(h.score, 4)) for h in hits] for hits in expected
+        ]
         # Many workers, one server.
         results: list = []
         threads = [threading.Thread(target=lambda: results.append(remote.batch_search(queries, 2))) for _ in range(8)]
@@ -160,8 +160,7 @@ def test_server_speaks_search_r1_protocol(corpus, tmp_path):
         assert body["result"][0][0]["document"]["id"] == "2"
         status, body = _post(server.url, {"queries": ["BRV1", "dogs"]})
         assert status == 200 and len(body["result"][0]) == 2 and "contents" in body["result"][1][0]
-        for payload, why in [({"queries": "BRV1"}, "list of strings"), ({"queries": ["x"], "topk": -1}, "topk"),
-                             ([1, 2], "JSON object")]:
+        for payload, why in [({"queries": "BRV1"}, "list of strings"), ({"queries": ["x"], "topk": -1}, "topk"), ([1, 2], "JSON object")]:
             status, body = _post(server.url, payload)
             assert status == 400 and why in body["error"]
         status, body = _post(server.url.replace("/retrieve", "/search"), {"queries": []})

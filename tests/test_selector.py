@@ -28,9 +28,11 @@ def act(command: str) -> str:
 
 def by_last_action(remaining: dict):
     """A meter whose remaining-token estimate depends on the last assistant command only."""
+
     def fn(history):
         last = next((m["content"] for m in reversed(history) if m["role"] == "assistant"), "")
         return True, remaining.get(last, 100)
+
     return ScriptedMeter(fn)
 
 

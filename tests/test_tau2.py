@@ -42,13 +42,33 @@ def replay(domain, indices, drop_last=False):
 
 
 def test_domains_have_the_shipped_counts():
-    counts = {(d, s): len(load_tasks(d, s)) for d, s in [("airline", "base"), ("airline", "train"), ("airline", "test"),
-                                                        ("retail", "base"), ("retail", "train"), ("retail", "test"),
-                                                        ("telecom", "base"), ("telecom", "train"), ("telecom", "test"),
-                                                        ("mock", "base")]}
-    assert counts == {("airline", "base"): 50, ("airline", "train"): 30, ("airline", "test"): 20, ("retail", "base"): 114,
-                      ("retail", "train"): 74, ("retail", "test"): 40, ("telecom", "base"): 114, ("telecom", "train"): 74,
-                      ("telecom", "test"): 40, ("mock", "base"): 9}
+    counts = {
+        (d, s): len(load_tasks(d, s))
+        for d, s in [
+            ("airline", "base"),
+            ("airline", "train"),
+            ("airline", "test"),
+            ("retail", "base"),
+            ("retail", "train"),
+            ("retail", "test"),
+            ("telecom", "base"),
+            ("telecom", "train"),
+            ("telecom", "test"),
+            ("mock", "base"),
+        ]
+    }
+    assert counts == {
+        ("airline", "base"): 50,
+        ("airline", "train"): 30,
+        ("airline", "test"): 20,
+        ("retail", "base"): 114,
+        ("retail", "train"): 74,
+        ("retail", "test"): 40,
+        ("telecom", "base"): 114,
+        ("telecom", "train"): 74,
+        ("telecom", "test"): 40,
+        ("mock", "base"): 9,
+    }
     ids = [t.id for t in load_tasks("retail")]
     assert ids == sorted(ids)
 
@@ -85,7 +105,8 @@ def test_user_side_tools_run_on_the_user_and_stay_out_of_the_agent_transcript():
     assert user_calls and all(c.requestor == "user" for m in user_calls for c in m.tool_calls)
     assert not any(m["role"] == "tool" and m["tool_call_id"].startswith("user_") for m in env.messages)
     assert {t["function"]["name"] for t in Tau2Env("telecom", user="gold").reset(options={"task_index": 0})[1]["tools"]}.isdisjoint(
-        {c.name for m in user_calls for c in m.tool_calls})
+        {c.name for m in user_calls for c in m.tool_calls}
+    )
 
 
 def test_transcript_is_the_conversation():
@@ -95,8 +116,10 @@ def test_transcript_is_the_conversation():
     assert [m["role"] for m in messages] == ["system", "assistant", "user"]
     assert messages[1]["content"] == "Hi! How can I help you today?" and messages[2]["content"] == obs
     assert "<policy>" in messages[0]["content"] and "# Tools" in messages[0]["content"]
-    obs, _, _, _, info = env.step('<tool_call>{"name": "find_user_id_by_name_zip", "arguments": '
-                                  '{"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}}</tool_call>')
+    obs, _, _, _, info = env.step(
+        '<tool_call>{"name": "find_user_id_by_name_zip", "arguments": '
+        '{"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}}</tool_call>'
+    )
     assert env.unwrapped.messages[-1]["role"] == "tool" and info["action_valid"]
     assert obs.startswith("<tool_response>")
 
@@ -125,8 +148,10 @@ def test_branch_equals_the_original_and_is_independent():
     child = env.branch()
     assert child._state_key() == env._state_key()
     hash_before = env._episode.environment.get_db_hash()
-    child.step('<tool_call>{"name": "modify_user_address", "arguments": {"user_id": "x", "address1": "a", "address2": "b", '
-               '"city": "c", "state": "d", "country": "e", "zip": "f"}}</tool_call>')
+    child.step(
+        '<tool_call>{"name": "modify_user_address", "arguments": {"user_id": "x", "address1": "a", "address2": "b", '
+        '"city": "c", "state": "d", "country": "e", "zip": "f"}}</tool_call>'
+    )
     assert env._episode.environment.get_db_hash() == hash_before and child._state_key() != env._state_key()
     twin = env.branch()
     done = False
@@ -185,14 +210,25 @@ def chat_server():
 
 
 def test_llm_user_talks_to_an_openai_compatible_endpoint(chat_server):
-    server = chat_server([
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "x1", "type": "function", "function": {"name": "check_status_bar", "arguments": "{}"}}]},
-        {"role": "assistant", "content": "My phone has no service."},
-        {"role": "assistant", "content": "Thanks, bye. ###STOP###"},
-    ])
-    env = Tau2Env("telecom", user="llm", user_base_url=f"http://127.0.0.1:{server.server_port}/v1", user_model="sim",
-                  user_api_key="k", user_sampling={"temperature": 0.0})
+    server = chat_server(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "x1", "type": "function", "function": {"name": "check_status_bar", "arguments": "{}"}}],
+            },
+            {"role": "assistant", "content": "My phone has no service."},
+            {"role": "assistant", "content": "Thanks, bye. ###STOP###"},
+        ]
+    )
+    env = Tau2Env(
+        "telecom",
+        user="llm",
+        user_base_url=f"http://127.0.0.1:{server.server_port}/v1",
+        user_model="sim",
+        user_api_key="k",
+        user_sampling={"temperature": 0.0},
+    )
     obs, _ = env.reset(options={"task_index": 0})
     assert obs == "My phone has no service."
     path, auth, body = server.requests[0]
@@ -220,15 +256,20 @@ def telecom_env():
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.one_of(
-    st.text(max_size=200),
-    st.sampled_from(["<tool_call>", "[", "{", "", "   ", "<think>x</think>", "###STOP###"]),
-    st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=80)),
-    st.builds(lambda n, a: f'<tool_call>{{"name": "{n}", "arguments": {a}}}</tool_call>',
-              st.sampled_from(["get_customer_by_phone", "refuel_data", "toggle_airplane_mode", "transfer_to_human_agents", "x"]),
-              st.sampled_from(["{}", '{"phone_number": 1}', '{"customer_id": "C1001", "line_id": "L1", "gb_amount": -5}',
-                               '{"summary": null}', '"{"'])),
-))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.sampled_from(["<tool_call>", "[", "{", "", "   ", "<think>x</think>", "###STOP###"]),
+        st.builds(lambda s: f"<tool_call>{s}</tool_call>", st.text(max_size=80)),
+        st.builds(
+            lambda n, a: f'<tool_call>{{"name": "{n}", "arguments": {a}}}</tool_call>',
+            st.sampled_from(["get_customer_by_phone", "refuel_data", "toggle_airplane_mode", "transfer_to_human_agents", "x"]),
+            st.sampled_from(
+                ["{}", '{"phone_number": 1}', '{"customer_id": "C1001", "line_id": "L1", "gb_amount": -5}', '{"summary": null}', '"{"']
+            ),
+        ),
+    )
+)
 def test_arbitrary_strings_raise_nothing(telecom_env, text):
     env = telecom_env
     if env.task is None or env.done:

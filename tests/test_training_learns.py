@@ -43,8 +43,9 @@ def held_out_success(model, tokenizer, seed: int = 7) -> float:
     """Success of the sampled policy on the held-out corridors (fixed sampling seed)."""
     torch.manual_seed(seed)
     envs = [gym.make(ENV_ID) for _ in HELD_OUT]
-    episodes = run_episodes(envs, AdmissibleGenerator(model, tokenizer), tokenizer,
-                            [(i, t, i) for i, t in enumerate(HELD_OUT)], 4, 1.0, 1.0)
+    episodes = run_episodes(
+        envs, AdmissibleGenerator(model, tokenizer), tokenizer, [(i, t, i) for i, t in enumerate(HELD_OUT)], 4, 1.0, 1.0
+    )
     return float(np.mean([e.success for e in episodes]))
 
 
@@ -53,12 +54,32 @@ def train_and_measure(tmp_path, seed: int, estimator: str = "delta_ttg", steps: 
     tokenizer = _tokenizer()
     model = tiny_causal_lm(tokenizer, hidden=32, layers=1, heads=1, seed=seed)
     before = held_out_success(model, tokenizer)
-    config = TrainConfig(env_id=ENV_ID, estimator=estimator, steps=steps, tasks_per_step=4, group_size=4,
-                         max_turns=TURNS, max_tokens_per_turn=4, lr=3e-3, kl_coef=0.0, entropy_coef=0.0,
-                         mini_batch_rows=32, micro_batch_rows=32, task_indices=TRAIN_POOL, seed=seed,
-                         save_every=0, out_dir=str(tmp_path / f"{estimator}-{seed}"), failure_cost=64.0)
-    trainer = Trainer(config, model, tokenizer, meter=corridor_meter() if estimator == "delta_ttg" else None,
-                      generator=AdmissibleGenerator(model, tokenizer))
+    config = TrainConfig(
+        env_id=ENV_ID,
+        estimator=estimator,
+        steps=steps,
+        tasks_per_step=4,
+        group_size=4,
+        max_turns=TURNS,
+        max_tokens_per_turn=4,
+        lr=3e-3,
+        kl_coef=0.0,
+        entropy_coef=0.0,
+        mini_batch_rows=32,
+        micro_batch_rows=32,
+        task_indices=TRAIN_POOL,
+        seed=seed,
+        save_every=0,
+        out_dir=str(tmp_path / f"{estimator}-{seed}"),
+        failure_cost=64.0,
+    )
+    trainer = Trainer(
+        config,
+        model,
+        tokenizer,
+        meter=corridor_meter() if estimator == "delta_ttg" else None,
+        generator=AdmissibleGenerator(model, tokenizer),
+    )
     trainer.train(progress=False)
     return before, held_out_success(model, tokenizer)
 
@@ -95,6 +116,7 @@ def test_corridor_rules_and_where_a_truncated_episode_puts_its_negative_credit()
         assert f"cell {cell}." in obs and not terminated and info["action_valid"]
     _, _, _, truncated, info = env.step("jump")
     assert truncated and not info["action_valid"] and not info["success"]
+
     # The distance meter never predicts failure: the truncation anchor C blames the last action
     # (a forward step); the budget-aware meter blames the back step after which 3 cells were left in 2 turns.
     def history(turn, cell):
@@ -105,6 +127,7 @@ def test_corridor_rules_and_where_a_truncated_episode_puts_its_negative_credit()
     assert [e.remaining_tokens for e in corridor_meter().estimate(histories)] == [6, 4, 4, 2, 4]
     for meter, blamed in ((corridor_meter(), 4), (corridor_meter(budget_aware=True), 3)):
         estimates = meter.estimate(histories)
-        weights = credit.step_weights(-1.0, [e.can_complete for e in estimates], [e.remaining_tokens for e in estimates],
-                                      False, [2] * 5, 64.0)
+        weights = credit.step_weights(
+            -1.0, [e.can_complete for e in estimates], [e.remaining_tokens for e in estimates], False, [2] * 5, 64.0
+        )
         assert int(np.argmax(weights)) == blamed

@@ -28,10 +28,15 @@ C = 100.0
 # Four episodes in two groups. Response layout per row: assistant tokens (step t) and observation
 # tokens (-1), then padding. Meter fields are those of the states h_0..h_{T-1}.
 EPISODES = [
-    {"uid": "a", "reward": 1.0, "success": True, "token_step": [0, 0, -1, -1, 1, 1, 1],
-     "can": [True, True], "rem": [60.0, 20.0]},
-    {"uid": "a", "reward": 0.0, "success": False, "token_step": [0, -1, 1, 1, -1, 2],
-     "can": [True, False, False], "rem": [60.0, None, None]},
+    {"uid": "a", "reward": 1.0, "success": True, "token_step": [0, 0, -1, -1, 1, 1, 1], "can": [True, True], "rem": [60.0, 20.0]},
+    {
+        "uid": "a",
+        "reward": 0.0,
+        "success": False,
+        "token_step": [0, -1, 1, 1, -1, 2],
+        "can": [True, False, False],
+        "rem": [60.0, None, None],
+    },
     {"uid": "b", "reward": 1.0, "success": True, "token_step": [0, 0, 0], "can": [True], "rem": [30.0]},
     {"uid": "b", "reward": 0.0, "success": False, "token_step": [0, -1, 1], "can": [False, True], "rem": [None, 40.0]},
 ]
@@ -71,8 +76,9 @@ def _expected_delta_ttg(non_tensor):
         adv = credit.group_advantages([EPISODES[i]["reward"] for i in rows], steps)
         for a, i in zip(adv, rows):
             e = EPISODES[i]
-            w = credit.step_weights(a, e["can"], [np.nan if r is None else r for r in e["rem"]], e["success"],
-                                    non_tensor["ttg_n_tokens"][i], C)
+            w = credit.step_weights(
+                a, e["can"], [np.nan if r is None else r for r in e["rem"]], e["success"], non_tensor["ttg_n_tokens"][i], C
+            )
             for pos, t in enumerate(e["token_step"]):
                 if t >= 0:
                     out[i, pos] = a * w[t]
@@ -192,8 +198,7 @@ def _count_loop(monkeypatch):
 
     monkeypatch.setenv("TTG_METER", "test-meter")
     monkeypatch.setitem(agent_loop._METERS, "test-meter", ScriptedMeter(lambda h: (True, 100 - len(h))))
-    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 256}},
-                               "data": {}})
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 256}}, "data": {}})
     loop = agent_loop.TTGAgentLoop(DictConfigWrap(config), Server(), tokenizer, None, None, DictConfigWrap(config.data))
     return loop, tokenizer, reply
 
@@ -226,8 +231,7 @@ def test_reward_score_is_the_token_level_reward(verl, monkeypatch):
 
     loop, tokenizer, _ = _count_loop(monkeypatch)
     # Two rollouts of one task: two turns win (R = 1), one turn is cut off (R = 0).
-    outputs = [loop.loop.run_until_complete(loop.run({"temperature": 1.0}, extra_info={"ttg": _count_task(max_turns=t)}))
-               for t in (2, 1)]
+    outputs = [loop.loop.run_until_complete(loop.run({"temperature": 1.0}, extra_info={"ttg": _count_task(max_turns=t)})) for t in (2, 1)]
     assert [o.reward_score for o in outputs] == [1.0, 0.0]
     # The V1 trainer's TransferQueue path stores as_dict(): the score on the last response token.
     row = outputs[0].as_dict()
@@ -241,9 +245,14 @@ def test_reward_score_is_the_token_level_reward(verl, monkeypatch):
 
     # An AgentLoopWorker without Ray or a rollout server: the attributes its post-processing reads.
     worker = object.__new__(AgentLoopWorker)
-    worker.__dict__.update(tokenizer=tokenizer, processor=None, mm_processor_kwargs={}, distillation_enabled=False,
-                           reward_loop_worker_handles=[RewardWorker()],
-                           rollout_config=SimpleNamespace(prompt_length=512, response_length=256))
+    worker.__dict__.update(
+        tokenizer=tokenizer,
+        processor=None,
+        mm_processor_kwargs={},
+        distillation_enabled=False,
+        reward_loop_worker_handles=[RewardWorker()],
+        rollout_config=SimpleNamespace(prompt_length=512, response_length=256),
+    )
     padded = [loop.loop.run_until_complete(worker._agent_loop_postprocess(o, False, raw_prompt=[])) for o in outputs]
     batch = worker._postprocess(padded)
     asyncio.set_event_loop(None)

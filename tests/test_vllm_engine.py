@@ -53,7 +53,7 @@ def test_vllm_actor_decodes_greedily_what_transformers_does(policy):
     for history, candidates in zip([HISTORY, HISTORY[:1] + [{"role": "user", "content": "go to cabinet 2"}]], out):
         prompt = tokenizer.apply_chat_template(history, add_generation_prompt=True, tokenize=False)
         ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        expected = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)[0, ids.shape[1]:]
+        expected = model.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)[0, ids.shape[1] :]
         assert len(candidates) == 2 and candidates[0] == candidates[1]  # greedy: n identical samples
         got = candidates[0].token_ids
         assert got and got == expected.tolist()[: len(got)]
@@ -91,8 +91,11 @@ def test_vllm_meter_answers_and_logit_match_the_transformers_meter(policy, tmp_p
     reference.save_pretrained(tmp_path / "meter")
     meter = load_meter(f"vllm:{tmp_path / 'meter'}", max_new_tokens=8, read_logit=True, engine_kwargs=ENGINE)
     assert meter.prompt == reference.prompt  # read from the folder's meter.json
-    histories = [HISTORY, HISTORY + [{"role": "assistant", "content": "<action>go to cabinet 1</action>"},
-                                     {"role": "user", "content": "You arrive at cabinet 1."}]]
+    histories = [
+        HISTORY,
+        HISTORY
+        + [{"role": "assistant", "content": "<action>go to cabinet 1</action>"}, {"role": "user", "content": "You arrive at cabinet 1."}],
+    ]
     got, want = meter.estimate(histories), reference.estimate(histories)
     assert [e.raw for e in got] == [e.raw for e in want]
     assert [(e.valid, e.can_complete, e.remaining_tokens) for e in got] == [(e.valid, e.can_complete, e.remaining_tokens) for e in want]
@@ -113,26 +116,32 @@ def _run_script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
 
 def test_a_plain_script_without_main_guard_runs_the_engine(policy, tmp_path):
     _, _, folder = policy
-    result = _run_script(tmp_path, f"""
+    result = _run_script(
+        tmp_path,
+        f"""
         from ttg_envs.agents import SamplingParams, load_actor
 
         actor = load_actor("vllm:{folder}", SamplingParams(temperature=0.0, max_tokens=4), **{ENGINE!r})
         print("TOKENS", actor.generate([{HISTORY!r}])[0][0].token_ids)
-    """)
+    """,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "TOKENS [" in result.stdout and "vLLM's engine runs in this process" in result.stderr
 
 
 def test_an_engine_built_outside_the_main_guard_says_what_to_add(policy, tmp_path):
     _, _, folder = policy
-    result = _run_script(tmp_path, f"""
+    result = _run_script(
+        tmp_path,
+        f"""
         from ttg_envs.agents import SamplingParams, load_actor
 
         actor = load_actor("vllm:{folder}", SamplingParams(temperature=0.0, max_tokens=4), **{ENGINE!r})
 
         if __name__ == "__main__":
             print("TOKENS", actor.generate([{HISTORY!r}])[0][0].token_ids)
-    """)
+    """,
+    )
     assert result.returncode != 0 and "TOKENS" not in result.stdout
-    assert 'VLLMActor was created while a spawned process' in result.stderr
+    assert "VLLMActor was created while a spawned process" in result.stderr
     assert 'under `if __name__ == "__main__":`' in result.stderr

@@ -17,16 +17,14 @@ from ttg_envs import Generation
 from ttg_envs.tokenization import load_tokenizer
 from ttg_envs.wrappers import TokenCounter, TrajectoryRecorder, branch, read_trajectories, token_to_go, write_trajectory
 
-PLAN = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to fridge 1", "open fridge 1",
-        "move mug 1 to fridge 1"]
+PLAN = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to fridge 1", "open fridge 1", "move mug 1 to fridge 1"]
 
 
 def test_qwen3_counts():
     tok = load_tokenizer()
     assert tok.encode("Hello world") == [9707, 1879]
     assert tok.encode("<think>") == [151667]
-    assert tok.count("<think>hi</think><action>look</action>") == tok.count("<think>hi</think>") + tok.count(
-        "<action>look</action>")
+    assert tok.count("<think>hi</think><action>look</action>") == tok.count("<think>hi</think>") + tok.count("<action>look</action>")
 
 
 def test_token_to_go_by_hand():

@@ -17,9 +17,7 @@ def require(module: str, extra: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(
-            f"{module!r} is not installed; it comes with the {extra!r} extra: pip install 'ttg-envs[{extra}]'"
-        ) from exc
+        raise MissingExtraError(f"{module!r} is not installed; it comes with the {extra!r} extra: pip install 'ttg-envs[{extra}]'") from exc
 
 
 def lazy_attributes(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
@@ -27,6 +25,7 @@ def lazy_attributes(package: str, modules: Mapping[str, str]) -> Callable[[str],
 
     Packages use it for classes whose modules import heavy backends (torch, vLLM, HTTP clients).
     """
+
     def __getattr__(name: str) -> Any:
         if name in modules:
             return getattr(importlib.import_module(modules[name], package), name)

@@ -53,7 +53,11 @@ def start_llm(vllm: ModuleType, owner: str, **kwargs: Any) -> Any:
         )
     script = unguarded_main_script()
     if script is not None and IN_PROCESS_VAR not in os.environ:
-        log.warning("%s has no `if __name__ == \"__main__\":` guard: vLLM's engine runs in this process (%s=0); "
-                    "add the guard for the multi-process engine.", script, IN_PROCESS_VAR)
+        log.warning(
+            '%s has no `if __name__ == "__main__":` guard: vLLM\'s engine runs in this process (%s=0); '
+            "add the guard for the multi-process engine.",
+            script,
+            IN_PROCESS_VAR,
+        )
         os.environ[IN_PROCESS_VAR] = "0"
     return vllm.LLM(**kwargs)

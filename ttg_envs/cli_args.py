@@ -77,8 +77,13 @@ def add_seed(p: argparse.ArgumentParser, default: int = 0) -> None:
 
 def add_seeds(p: argparse.ArgumentParser, default: Sequence[int] | None) -> None:
     """``--seeds A [B ...]``: the seeds an evaluation averages over (``--seed`` too)."""
-    p.add_argument("--seeds", nargs="+", type=int, default=None if default is None else list(default),
-                   help="seeds to average over (default: %(default)s)")
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None if default is None else list(default),
+        help="seeds to average over (default: %(default)s)",
+    )
     _hidden(p, "--seed", dest="seeds", nargs="+", type=int)
 
 
@@ -87,8 +92,7 @@ def add_limit(p: argparse.ArgumentParser, help: str = "N tasks of each split, sp
     p.add_argument("--limit", type=positive_int, default=None, help=help)
 
 
-def add_tasks(p: argparse.ArgumentParser, help: str = "these task indices (N, A-B or A,B,C) instead of --limit",
-              *aliases: str) -> None:
+def add_tasks(p: argparse.ArgumentParser, help: str = "these task indices (N, A-B or A,B,C) instead of --limit", *aliases: str) -> None:
     """``--tasks I [J ...]``: task indices (ranges allowed)."""
     p.add_argument("--tasks", nargs="+", action=_TaskIndices, default=None, help=help)
     for alias in aliases:

@@ -255,8 +255,10 @@ class TextEnv(gym.Env[str, str]):
         if action_format not in ACTION_FORMATS:
             raise ValueError(f"action_format must be one of {ACTION_FORMATS}, got {action_format!r}")
         if action_format != "strict" and type(self).parse_action is not TextEnv.parse_action:
-            raise ValueError(f"{type(self).__name__} has an action syntax of its own; action_format={action_format!r} "
-                             "applies to envs that read ReAct <action> tags")
+            raise ValueError(
+                f"{type(self).__name__} has an action syntax of its own; action_format={action_format!r} "
+                "applies to envs that read ReAct <action> tags"
+            )
         self.action_format = action_format
         self.max_steps = int(max_steps) if max_steps is not None else self.default_max_steps
         if self.max_steps < 1:
@@ -359,9 +361,7 @@ class TextEnv(gym.Env[str, str]):
         text = action.text if isinstance(action, Generation) else action
         if not isinstance(text, str):
             text = "" if text is None else str(text)
-            outcome = self._invalid_outcome(
-                f"Invalid response: expected text, got {type(action).__name__}. Answer as {_REACT_FORMAT}."
-            )
+            outcome = self._invalid_outcome(f"Invalid response: expected text, got {type(action).__name__}. Answer as {_REACT_FORMAT}.")
         elif len(text) > self.max_action_chars:
             outcome = self._invalid_outcome(
                 f"Invalid response: it is {len(text)} characters long; the limit is {self.max_action_chars} characters."

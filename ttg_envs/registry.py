@@ -13,8 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_SETTINGS", "ENV_SPECS", "EnvSettings", "EnvSpec", "PolicySpec", "env_settings", "env_spec", "make_policy",
-           "parse_policy", "policy_factory"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "ENV_SPECS",
+    "EnvSettings",
+    "EnvSpec",
+    "PolicySpec",
+    "env_settings",
+    "env_spec",
+    "make_policy",
+    "parse_policy",
+    "policy_factory",
+]
 
 
 @dataclass(frozen=True)
@@ -89,18 +99,41 @@ _AWM = EnvSettings(1e-6, 16, 16, 20, 2048, 0.001, 0.0, 16384)
 DEFAULT_SETTINGS = _ALFWORLD
 
 _SPECS = (
-    EnvSpec("ttg/ALFWorld-v0", "ttg_envs.envs.alfworld.env:ALFWorldEnv", "ttg_envs.envs.alfworld.policies:make_policy",
-            ("train", "valid_seen", "valid_unseen"), _ALFWORLD, task_pattern=r"Your task is to: ([^\n]*)",
-            meter="alfworld"),
-    EnvSpec("ttg/PaperSearchQA-v0", "ttg_envs.envs.papersearchqa.env:PaperSearchQAEnv",
-            "ttg_envs.envs.papersearchqa.policies:make_policy", ("train", "test"), _PAPERSEARCHQA, meter="papersearchqa"),
-    EnvSpec("ttg/AWM-v0", "ttg_envs.envs.awm.env:AWMEnv", "ttg_envs.envs.awm.policies:make_policy", ("train",), _AWM,
-            meter="awm"),
+    EnvSpec(
+        "ttg/ALFWorld-v0",
+        "ttg_envs.envs.alfworld.env:ALFWorldEnv",
+        "ttg_envs.envs.alfworld.policies:make_policy",
+        ("train", "valid_seen", "valid_unseen"),
+        _ALFWORLD,
+        task_pattern=r"Your task is to: ([^\n]*)",
+        meter="alfworld",
+    ),
+    EnvSpec(
+        "ttg/PaperSearchQA-v0",
+        "ttg_envs.envs.papersearchqa.env:PaperSearchQAEnv",
+        "ttg_envs.envs.papersearchqa.policies:make_policy",
+        ("train", "test"),
+        _PAPERSEARCHQA,
+        meter="papersearchqa",
+    ),
+    EnvSpec("ttg/AWM-v0", "ttg_envs.envs.awm.env:AWMEnv", "ttg_envs.envs.awm.policies:make_policy", ("train",), _AWM, meter="awm"),
     # BFCL's split is a category group (or one category); tau2's a shipped task split of a domain.
-    EnvSpec("ttg/BFCL-v0", "ttg_envs.envs.bfcl.env:BFCLEnv", "ttg_envs.envs.bfcl.policies:make_policy",
-            ("all", "non_live", "live", "multi_turn", "hallucination"), _AWM, meter="awm"),
-    EnvSpec("ttg/Tau2-v0", "ttg_envs.envs.tau2.env:Tau2Env", "ttg_envs.envs.tau2.policies:make_policy",
-            ("base", "train", "test"), _AWM, meter="awm"),
+    EnvSpec(
+        "ttg/BFCL-v0",
+        "ttg_envs.envs.bfcl.env:BFCLEnv",
+        "ttg_envs.envs.bfcl.policies:make_policy",
+        ("all", "non_live", "live", "multi_turn", "hallucination"),
+        _AWM,
+        meter="awm",
+    ),
+    EnvSpec(
+        "ttg/Tau2-v0",
+        "ttg_envs.envs.tau2.env:Tau2Env",
+        "ttg_envs.envs.tau2.policies:make_policy",
+        ("base", "train", "test"),
+        _AWM,
+        meter="awm",
+    ),
 )
 
 #: Registered env id -> its record.

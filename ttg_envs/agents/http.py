@@ -26,8 +26,17 @@ class OpenAIActor(ChatActor):
             token budget is counted with the offline Qwen3 tokenizer, the server's is not known).
     """
 
-    def __init__(self, base_url: str, model: str, sampling: SamplingParams | None = None, *, api_key: str | None = None,
-                 concurrency: int = 16, timeout: float = 300.0, window: Any = None):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        sampling: SamplingParams | None = None,
+        *,
+        api_key: str | None = None,
+        concurrency: int = 16,
+        timeout: float = 300.0,
+        window: Any = None,
+    ):
         super().__init__(sampling, window=window)
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
@@ -42,8 +51,15 @@ class OpenAIActor(ChatActor):
 
     def _request(self, history: Messages, n: int) -> list[Generation]:
         s = self.sampling
-        body: dict[str, Any] = {"model": self.model, "messages": list(history), "n": n, "temperature": s.temperature,
-                                "top_p": s.top_p, "max_tokens": s.max_tokens, "return_token_ids": True}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(history),
+            "n": n,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+            "return_token_ids": True,
+        }
         if s.top_k:
             body["top_k"] = s.top_k
         if s.seed is not None:

@@ -10,7 +10,9 @@ from .base import Actor, SamplingParams
 _SCHEMES = ("scripted", "hf", "transformers", "vllm", "openai")
 
 
-def load_actor(spec: str | Actor, sampling: SamplingParams | Mapping[str, Any] | None = None, *, seed: int | None = None, **kwargs: Any) -> Actor:
+def load_actor(
+    spec: str | Actor, sampling: SamplingParams | Mapping[str, Any] | None = None, *, seed: int | None = None, **kwargs: Any
+) -> Actor:
     """Build an actor; ``kwargs`` go to the backend's constructor.
 
     - an actor object: returned as is;

@@ -32,8 +32,7 @@ class VLLMActor(ChatActor):
     def count_prompt_tokens(self, messages: Messages) -> int:
         """Exact prompt length through the served model's chat template."""
         tokenizer = self.llm.get_tokenizer()
-        text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False,
-                                             **self.sampling.template_kwargs())
+        text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **self.sampling.template_kwargs())
         return len(tokenizer.encode(text, add_special_tokens=False))
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
@@ -41,9 +40,11 @@ class VLLMActor(ChatActor):
         s = self.sampling
         # vLLM refuses n > 1 with greedy decoding: ask n times for one (prefix caching shares the prompt).
         copies = n if s.temperature == 0 and n > 1 else 1
-        params = self._vllm.SamplingParams(n=n // copies, temperature=s.temperature, top_p=s.top_p,
-                                           top_k=s.top_k or -1, max_tokens=s.max_tokens, seed=s.seed)
-        outputs = self.llm.chat([list(h) for h in histories for _ in range(copies)], params, use_tqdm=False,
-                                chat_template_kwargs=s.template_kwargs() or None)
+        params = self._vllm.SamplingParams(
+            n=n // copies, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or -1, max_tokens=s.max_tokens, seed=s.seed
+        )
+        outputs = self.llm.chat(
+            [list(h) for h in histories for _ in range(copies)], params, use_tqdm=False, chat_template_kwargs=s.template_kwargs() or None
+        )
         samples = [[Generation(c.text, list(c.token_ids)) for c in request.outputs] for request in outputs]
-        return [sum(samples[i:i + copies], []) for i in range(0, len(samples), copies)]
+        return [sum(samples[i : i + copies], []) for i in range(0, len(samples), copies)]

@@ -56,7 +56,7 @@ class PromptWindow:
             return messages
         head, turns, current = split_turns(messages)
         if self.history is not None:
-            turns = turns[len(turns) - self.history:] if self.history else []
+            turns = turns[len(turns) - self.history :] if self.history else []
         if self.max_prompt_tokens is None:
             return _join(head, turns, current)
         if count is None:
@@ -77,10 +77,10 @@ def split_turns(messages: Sequence[Message]) -> tuple[list[Message], list[list[M
     starts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     if not starts:
         return messages, [], []
-    head = messages[:starts[0]]
+    head = messages[: starts[0]]
     turns = [messages[a:b] for a, b in zip(starts, starts[1:])]
-    turns.append(messages[starts[-1]:starts[-1] + 1])
-    return head, turns, messages[starts[-1] + 1:]
+    turns.append(messages[starts[-1] : starts[-1] + 1])
+    return head, turns, messages[starts[-1] + 1 :]
 
 
 def _join(head: list[Message], turns: list[list[Message]], current: list[Message]) -> list[Message]:
@@ -100,11 +100,13 @@ class WindowedPrompts:
         kept = self.window.select(messages, self.count)
         budget = self.window.max_prompt_tokens
         # select() keeps turns only while the prompt fits, so only a window with no turn left can be over.
-        if (budget is not None and not self._warned and self.count is not None and not split_turns(kept)[1]
-                and self.count(kept) > budget):
+        if budget is not None and not self._warned and self.count is not None and not split_turns(kept)[1] and self.count(kept) > budget:
             self._warned = True
-            warnings.warn(f"a prompt is over max_prompt_tokens={budget} with no turn left to drop; the task "
-                          "statement and current observation are sent whole", stacklevel=2)
+            warnings.warn(
+                f"a prompt is over max_prompt_tokens={budget} with no turn left to drop; the task "
+                "statement and current observation are sent whole",
+                stacklevel=2,
+            )
         return kept
 
 

@@ -24,8 +24,17 @@ def _rollout(args: argparse.Namespace) -> int:
     from ..eval.rollout import rollout, rollout_table, summarize, write_report
 
     start = time.perf_counter()
-    results = rollout(args.env, args.splits, args.policies, workers=args.workers, seed=args.seed, limit=args.limit,
-                      env_kwargs=json.loads(args.env_kwargs), eps=args.eps, record_dir=args.out if args.record else None)
+    results = rollout(
+        args.env,
+        args.splits,
+        args.policies,
+        workers=args.workers,
+        seed=args.seed,
+        limit=args.limit,
+        env_kwargs=json.loads(args.env_kwargs),
+        eps=args.eps,
+        record_dir=args.out if args.record else None,
+    )
     elapsed = time.perf_counter() - start
     rows = summarize(results)
     table = rollout_table(rows, per_type=args.per_type)
@@ -36,8 +45,10 @@ def _rollout(args: argparse.Namespace) -> int:
     (out / "rollout.md").write_text(table + "\n")
     print(table)
     timeouts = sum(r.planner_timeouts for r in results)
-    print(f"\n{len(results)} episodes in {elapsed:.1f} s (planner time limit hit {timeouts} times); "
-          f"report in {out}/rollout.json and rollout.md")
+    print(
+        f"\n{len(results)} episodes in {elapsed:.1f} s (planner time limit hit {timeouts} times); "
+        f"report in {out}/rollout.json and rollout.md"
+    )
     return 0
 
 
@@ -46,13 +57,31 @@ def _eval(args: argparse.Namespace) -> int:
     from ..eval.report import guidance_wins, seed_summary, write_outputs
 
     start = time.perf_counter()
-    results = evaluate(args.env, args.splits, args.conditions, args.actor, seeds=args.seeds, meter=args.meter,
-                       workers=args.workers, env_kwargs=json.loads(args.env_kwargs),
-                       actor_kwargs=json.loads(args.actor_kwargs), limit=args.limit)
+    results = evaluate(
+        args.env,
+        args.splits,
+        args.conditions,
+        args.actor,
+        seeds=args.seeds,
+        meter=args.meter,
+        workers=args.workers,
+        env_kwargs=json.loads(args.env_kwargs),
+        actor_kwargs=json.loads(args.actor_kwargs),
+        limit=args.limit,
+    )
     rows = seed_summary(results, actor=args.actor)
     config = {k: v for k, v in vars(args).items() if k != "func"}
-    return write_outputs(Path(args.out), "eval", results, rows, config, {"evaluate_s": time.perf_counter() - start},
-                         per_type=args.per_type, checks=guidance_wins(rows), start=start)
+    return write_outputs(
+        Path(args.out),
+        "eval",
+        results,
+        rows,
+        config,
+        {"evaluate_s": time.perf_counter() - start},
+        per_type=args.per_type,
+        checks=guidance_wins(rows),
+        start=start,
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -64,11 +93,17 @@ def _demo(args: argparse.Namespace) -> int:
 def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None:
     add_env(p)
     add_splits(p, ["valid_seen", "valid_unseen"])
-    p.add_argument("--conditions", nargs="+", default=["natural", "random-4", "guided-4"],
-                   help="natural, random-<k>, guided-<k> (default: %(default)s)")
-    p.add_argument("--actor", default=actor,
-                   help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> "
-                        "(default: %(default)s)")
+    p.add_argument(
+        "--conditions",
+        nargs="+",
+        default=["natural", "random-4", "guided-4"],
+        help="natural, random-<k>, guided-<k> (default: %(default)s)",
+    )
+    p.add_argument(
+        "--actor",
+        default=actor,
+        help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> (default: %(default)s)",
+    )
     add_seeds(p, [0, 1, 2])
     add_workers(p)
     add_out(p, out)
@@ -91,8 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     ro = sub.add_parser("rollout", help="success rate and average steps of scripted policies")
     add_env(ro)
     add_splits(ro, ["valid_seen", "valid_unseen"])
-    ro.add_argument("--policies", nargs="+", default=["expert", "noisy_expert"],
-                    help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: %(default)s)")
+    ro.add_argument(
+        "--policies",
+        nargs="+",
+        default=["expert", "noisy_expert"],
+        help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: %(default)s)",
+    )
     ro.add_argument("--eps", type=float, default=0.3, help="random-action probability of a bare noisy_expert (default: %(default)s)")
     add_seed(ro)
     add_limit(ro)
@@ -117,15 +156,23 @@ def build_parser() -> argparse.ArgumentParser:
     # --limit: evaluated tasks per split, as in rollout and eval (--tasks N, its old spelling, still parses).
     de.add_argument("--limit", dest="tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
     de.add_argument("--tasks", dest="tasks", type=positive_int, help=argparse.SUPPRESS)
-    de.add_argument("--panel", default="heldout", choices=("heldout", "development"),
-                    help="heldout: 20 tasks per split and seeds 3-5 never used to choose the demo's settings "
-                         "(default); development: the 10 tasks and seeds 0-2 they were chosen on")
+    de.add_argument(
+        "--panel",
+        default="heldout",
+        choices=("heldout", "development"),
+        help="heldout: 20 tasks per split and seeds 3-5 never used to choose the demo's settings "
+        "(default); development: the 10 tasks and seeds 0-2 they were chosen on",
+    )
     de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
     de.add_argument("--meter-tasks", type=positive_int, default=90, help="tasks the meter trains on (default: %(default)s)")
     de.add_argument("--epochs", type=positive_int, default=10, help="meter training epochs (default: %(default)s)")
-    de.add_argument("--meter-policies", nargs="+", default=None,
-                    help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
-                         "noisy_expert:0.5, noisy_expert:1)")
+    de.add_argument(
+        "--meter-policies",
+        nargs="+",
+        default=None,
+        help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
+        "noisy_expert:0.5, noisy_expert:1)",
+    )
     de.set_defaults(func=_demo)
 
     add_train_meter(sub)
@@ -182,4 +229,3 @@ def _dispatch(argv: list[str]) -> int:
         return _generate_alfworld(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
-

@@ -23,12 +23,17 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     """``ttg train-meter``."""
     from ..training.meter import pipeline
 
-    p = sub.add_parser("train-meter", help="record trajectories and train a progress meter",
-                       description=pipeline.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "train-meter",
+        help="record trajectories and train a progress meter",
+        description=pipeline.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(p)
     add_splits(p, ["train"], help="splits to record on")
-    p.add_argument("--backbone",
-                   help="encoder:tiny | encoder:minilm | encoder:<path> | causal:tiny | causal:<name-or-path> (default: %(default)s)")
+    p.add_argument(
+        "--backbone", help="encoder:tiny | encoder:minilm | encoder:<path> | causal:tiny | causal:<name-or-path> (default: %(default)s)"
+    )
     p.add_argument("--val-fraction", type=float, help="held-out share of trajectories (default: %(default)s)")
     p.add_argument("--epochs", type=positive_int, help="encoder: epochs (default: %(default)s)")
     p.add_argument("--lr", type=float, help="encoder: head learning rate")
@@ -53,15 +58,22 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
     """``ttg eval-meter``."""
     from ..training.meter import pipeline
 
-    p = sub.add_parser("eval-meter", help="measure a progress meter on unseen tasks",
-                       description=pipeline.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "eval-meter",
+        help="measure a progress meter on unseen tasks",
+        description=pipeline.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _common(p)
     p.add_argument("--meter", required=True, help="what load_meter accepts: a saved folder, hf:..., vllm:..., openai:URL#MODEL")
     add_splits(p, [], help="splits to record on")
-    p.add_argument("--labels", choices=["auto", "alfworld", "none"],
-                   help="step-quality labels. auto: those in the files (annotations, or ALFWorld plan lengths, which "
-                        "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
-                        "none: no step quality")
+    p.add_argument(
+        "--labels",
+        choices=["auto", "alfworld", "none"],
+        help="step-quality labels. auto: those in the files (annotations, or ALFWorld plan lengths, which "
+        "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
+        "none: no step quality",
+    )
     p.add_argument("--failure-cost", type=float, help="C of eq. 7 (default: paper table 4 for --env)")
     add_out(p, "")
     p.set_defaults(**pipeline.EVAL_DEFAULTS, func=pipeline.evaluate)

@@ -12,14 +12,22 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     from ..training.actor import launch
     from ..training.actor.advantages import ESTIMATORS
 
-    p = sub.add_parser("train", help="train an actor with DeltaTTG or a baseline", description=launch.__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "train",
+        help="train an actor with DeltaTTG or a baseline",
+        description=launch.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_env(p, kwargs_help='JSON dict of extra gym.make kwargs, e.g. \'{"split": "train"}\'')
     p.add_argument("--model", default="Qwen/Qwen3-4B", help="policy: HF name or folder, or 'tiny' (default: %(default)s)")
     p.add_argument("--meter", default=None, help="load_meter spec, or 'turns' (rule-based, smoke runs); needed by delta_ttg")
-    p.add_argument("--estimator", default="delta_ttg", choices=ESTIMATORS,
-                   help="advantages: delta_ttg (needs --meter), grpo, dapo (GRPO with dynamic sampling: up to "
-                        "10 rollout batches per step until enough groups have varied rewards), gigpo or hgpo")
+    p.add_argument(
+        "--estimator",
+        default="delta_ttg",
+        choices=ESTIMATORS,
+        help="advantages: delta_ttg (needs --meter), grpo, dapo (GRPO with dynamic sampling: up to "
+        "10 rollout batches per step until enough groups have varied rewards), gigpo or hgpo",
+    )
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--tasks-per-step", type=int, default=None, help="table 4's training batch size by default")
     p.add_argument("--group-size", type=int, default=None, help="rollouts per task G (table 4)")
@@ -32,8 +40,11 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mini-batch-rows", type=int, default=256, help="turns per optimizer step")
     p.add_argument("--micro-batch-rows", type=int, default=8, help="turns per forward pass")
     add_tasks(p, "task pool as indices, e.g. 0-99 or 0,5,7 (default: all)", "--task-indices")
-    p.add_argument("--history", default="full",
-                   help="policy prompt window: 'full', 'paper' (last 2 turns within 2048 tokens, appendix E.5), or a turn count")
+    p.add_argument(
+        "--history",
+        default="full",
+        help="policy prompt window: 'full', 'paper' (last 2 turns within 2048 tokens, appendix E.5), or a turn count",
+    )
     p.add_argument("--max-prompt-tokens", type=int, default=None, help="policy prompt budget (overrides the window's)")
     add_seed(p)
     p.add_argument("--save-every", type=int, default=10)
@@ -41,7 +52,11 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds checkpoints")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available)")
     p.add_argument("--dtype", default="bfloat16", help="policy dtype on GPU (default: %(default)s; CPU uses float32)")
-    p.add_argument("--rollout", default="auto", choices=("auto", "hf", "vllm"),
-                   help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm")
+    p.add_argument(
+        "--rollout",
+        default="auto",
+        choices=("auto", "hf", "vllm"),
+        help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
+    )
     p.add_argument("--vllm-memory", type=float, default=0.35, help="vLLM gpu_memory_utilization (default: %(default)s)")
     p.set_defaults(func=launch.train)

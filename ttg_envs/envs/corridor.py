@@ -58,8 +58,7 @@ class CorridorEnv(TextEnv):
     def _apply(self, command):
         self.position = max(0, self.position + {"forward": 1, "back": -1, "wait": 0}[command])
         won = self.position >= LENGTH
-        return StepOutcome(observation=self._obs(f"You are at cell {self.position}."), reward=float(won),
-                           terminated=won, success=won)
+        return StepOutcome(observation=self._obs(f"You are at cell {self.position}."), reward=float(won), terminated=won, success=won)
 
     def _state_key(self):
         return str(self.position)
@@ -94,8 +93,9 @@ def corridor_meter(tokens_per_step: int = 2, *, budget_aware: bool = False):
 
 def corridor_texts() -> list[str]:
     """Texts to train a tokenizer on (the observation forms and the commands)."""
-    return [CorridorEnv._obs(f"You are at the start of corridor {i}. Reach its end. You are at cell {i % 4}.")
-            for i in range(50)] + list(COMMANDS)
+    return [CorridorEnv._obs(f"You are at the start of corridor {i}. Reach its end. You are at cell {i % 4}.") for i in range(50)] + list(
+        COMMANDS
+    )
 
 
 if ENV_ID not in gym.registry:

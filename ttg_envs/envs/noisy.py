@@ -37,8 +37,7 @@ class NoisyPolicy:
 EXPERT_POLICY_NAMES = ("expert", "noisy_expert")
 
 
-def make_expert_policy(name: str, expert: type, noisy: type[NoisyPolicy], env_name: str, *,
-                       seed: int | None = None, eps: float = 0.3):
+def make_expert_policy(name: str, expert: type, noisy: type[NoisyPolicy], env_name: str, *, seed: int | None = None, eps: float = 0.3):
     """``expert()`` for ``"expert"``, ``noisy(eps=eps, seed=seed)`` for ``"noisy_expert"``."""
     if name == "expert":
         return expert()

@@ -30,8 +30,15 @@ METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expe
 PANELS = {"development": {"tasks": 10, "seeds": (0, 1, 2)}, "heldout": {"tasks": 20, "seeds": (3, 4, 5)}}
 
 
-def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], meter_split: str, eval_tasks: int,
-               meter_tasks: int, panel: str = "development") -> tuple[str, tuple[int, ...], dict[str, tuple[int, ...]], str]:
+def plan_tasks(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    splits: Sequence[str],
+    meter_split: str,
+    eval_tasks: int,
+    meter_tasks: int,
+    panel: str = "development",
+) -> tuple[str, tuple[int, ...], dict[str, tuple[int, ...]], str]:
     """(meter split, meter task indices, evaluated task indices per split, note).
 
     The meter trains on ``meter_tasks`` tasks spread over ``meter_split`` and each split evaluates
@@ -51,8 +58,10 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
         count(meter_split)
         note = f"the meter trains on {meter_tasks} tasks spread over {meter_split}"
     except (FileNotFoundError, ValueError) as exc:
-        note = (f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
-                "and the valid_seen evaluation uses other tasks")
+        note = (
+            f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
+            "and the valid_seen evaluation uses other tasks"
+        )
         meter_split = "valid_seen"
     meter_indices = spread_indices(count(meter_split), meter_tasks)
     trained = set(meter_indices)
@@ -66,13 +75,33 @@ def plan_tasks(env_id: str, env_kwargs: dict[str, Any], splits: Sequence[str], m
     return meter_split, meter_indices, tasks, note
 
 
-def train_demo_meter(env_id: str, env_kwargs: dict[str, Any], split: str, meter_indices: Sequence[int], out: Path, *,
-                     seed: int, workers: int, epochs: int, policies: Sequence[str] = METER_POLICIES) -> Path:
+def train_demo_meter(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    split: str,
+    meter_indices: Sequence[int],
+    out: Path,
+    *,
+    seed: int,
+    workers: int,
+    epochs: int,
+    policies: Sequence[str] = METER_POLICIES,
+) -> Path:
     """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
     from ..training.meter.pipeline import train_meter
 
-    return train_meter(out, env=env_id, env_kwargs=env_kwargs, split=split, tasks=meter_indices, policies=policies,
-                       backbone="encoder:tiny", epochs=epochs, seed=seed, workers=workers)
+    return train_meter(
+        out,
+        env=env_id,
+        env_kwargs=env_kwargs,
+        split=split,
+        tasks=meter_indices,
+        policies=policies,
+        backbone="encoder:tiny",
+        epochs=epochs,
+        seed=seed,
+        workers=workers,
+    )
 
 
 def run_demo(args: Any) -> int:
@@ -87,25 +116,54 @@ def run_demo(args: Any) -> int:
     panel = PANELS[args.panel]
     args.tasks = args.tasks or panel["tasks"]
     args.seeds = list(args.seeds or panel["seeds"])
-    meter_split, meter_indices, tasks, note = plan_tasks(args.env, env_kwargs, args.splits, args.meter_split, args.tasks,
-                                                         args.meter_tasks, args.panel)
+    meter_split, meter_indices, tasks, note = plan_tasks(
+        args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks, args.panel
+    )
     print(f"evaluation panel: {args.panel} ({args.tasks} tasks per split, seeds {' '.join(map(str, args.seeds))})")
     meter = args.meter
     if meter is None:
         print(note)
-        meter = str(train_demo_meter(args.env, env_kwargs, meter_split, meter_indices, out / "meter-train",
-                                     seed=args.seeds[0], workers=args.workers, epochs=args.epochs,
-                                     policies=args.meter_policies or METER_POLICIES))
+        meter = str(
+            train_demo_meter(
+                args.env,
+                env_kwargs,
+                meter_split,
+                meter_indices,
+                out / "meter-train",
+                seed=args.seeds[0],
+                workers=args.workers,
+                epochs=args.epochs,
+                policies=args.meter_policies or METER_POLICIES,
+            )
+        )
         timings["meter_s"] = time.perf_counter() - start
     else:
         note = "meter given with --meter"
     t0 = time.perf_counter()
-    results = evaluate(args.env, args.splits, args.conditions, args.actor, seeds=args.seeds, meter=meter,
-                       workers=args.workers, env_kwargs=env_kwargs, tasks=tasks)
+    results = evaluate(
+        args.env,
+        args.splits,
+        args.conditions,
+        args.actor,
+        seeds=args.seeds,
+        meter=meter,
+        workers=args.workers,
+        env_kwargs=env_kwargs,
+        tasks=tasks,
+    )
     timings["evaluate_s"] = time.perf_counter() - t0
     rows = seed_summary(results, actor=args.actor)
-    return write_outputs(out, "demo", results, rows, {**_config(args), "meter": meter, "meter_note": note}, timings,
-                         per_type=False, checks=guidance_wins(rows), start=start)
+    return write_outputs(
+        out,
+        "demo",
+        results,
+        rows,
+        {**_config(args), "meter": meter, "meter_note": note},
+        timings,
+        per_type=False,
+        checks=guidance_wins(rows),
+        start=start,
+    )
 
 
 def _config(args: Any) -> dict[str, Any]:

@@ -23,10 +23,19 @@ from ..runner import EpisodeResult, EpisodeTask, num_tasks, run_tasks, spread_in
 __all__ = ["DEFAULT_CONDITIONS", "evaluate", "evaluation_tasks", "make_agent", "parse_condition"]
 
 
-def evaluation_tasks(env_id: str, splits: Sequence[str], conditions: Sequence[str], actor: str, *, seeds: Sequence[int],
-                     meter: Any = None, env_kwargs: dict[str, Any] | None = None,
-                     actor_kwargs: dict[str, Any] | None = None, tasks: dict[str, Sequence[int]] | None = None,
-                     limit: int | None = None) -> list[EpisodeTask]:
+def evaluation_tasks(
+    env_id: str,
+    splits: Sequence[str],
+    conditions: Sequence[str],
+    actor: str,
+    *,
+    seeds: Sequence[int],
+    meter: Any = None,
+    env_kwargs: dict[str, Any] | None = None,
+    actor_kwargs: dict[str, Any] | None = None,
+    tasks: dict[str, Sequence[int]] | None = None,
+    limit: int | None = None,
+) -> list[EpisodeTask]:
     """Every condition and seed on each split's tasks (``tasks[split]``, else ``limit`` spread over the split).
 
     ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it.
@@ -42,13 +51,26 @@ def evaluation_tasks(env_id: str, splits: Sequence[str], conditions: Sequence[st
     for split in splits:
         kwargs = {"split": split, **(env_kwargs or {})}
         indices = tuple(tasks[split]) if tasks and split in tasks else spread_indices(num_tasks(env_id, kwargs), limit)
-        out += [EpisodeTask(env_id, kwargs, index, seed, actor, condition, dict(actor_kwargs or {}), meter=meter)
-                for index in indices for condition in conditions for seed in seeds]
+        out += [
+            EpisodeTask(env_id, kwargs, index, seed, actor, condition, dict(actor_kwargs or {}), meter=meter)
+            for index in indices
+            for condition in conditions
+            for seed in seeds
+        ]
     return out
 
 
-def evaluate(env_id: str, splits: Sequence[str], conditions: Sequence[str], actor: str, *, seeds: Sequence[int],
-             meter: Any = None, workers: int = 1, **task_kwargs: Any) -> list[EpisodeResult]:
+def evaluate(
+    env_id: str,
+    splits: Sequence[str],
+    conditions: Sequence[str],
+    actor: str,
+    *,
+    seeds: Sequence[int],
+    meter: Any = None,
+    workers: int = 1,
+    **task_kwargs: Any,
+) -> list[EpisodeResult]:
     """Play :func:`evaluation_tasks` over ``workers`` processes with one progress bar.
 
     Results are sorted by split, condition, seed and task, whatever the number of workers.

@@ -32,13 +32,26 @@ def plot_guidance(rows: Sequence[dict[str, Any]], path: str | os.PathLike) -> No
                 ax.axhspan(y - 0.5, y + 0.5, color="0.92", zorder=0)
             nat, gui = conds["natural"], conds["guided"]
             x0, x1 = scale * nat[f"{metric}_mean"], scale * gui[f"{metric}_mean"]
-            ax.errorbar([x0, x1], [y, y], xerr=[scale * nat[f"{metric}_std"], scale * gui[f"{metric}_std"]],
-                        fmt="none", ecolor="0.5", capsize=3, zorder=1)
+            ax.errorbar(
+                [x0, x1],
+                [y, y],
+                xerr=[scale * nat[f"{metric}_std"], scale * gui[f"{metric}_std"]],
+                fmt="none",
+                ecolor="0.5",
+                capsize=3,
+                zorder=1,
+            )
             ax.scatter([x0], [y], color="tab:gray", zorder=3, label="natural" if y == 0 else None)
             ax.scatter([x1], [y], color="tab:blue", zorder=3, label=gui["condition"] if y == 0 else None)
             if "random" in conds:
-                ax.scatter([scale * conds["random"][f"{metric}_mean"]], [y], marker="x", color="tab:orange", zorder=3,
-                           label=conds["random"]["condition"] if y == 0 else None)
+                ax.scatter(
+                    [scale * conds["random"][f"{metric}_mean"]],
+                    [y],
+                    marker="x",
+                    color="tab:orange",
+                    zorder=3,
+                    label=conds["random"]["condition"] if y == 0 else None,
+                )
             ax.annotate("", xy=(x1, y), xytext=(x0, y), arrowprops={"arrowstyle": "->", "color": "tab:blue", "lw": 1.5})
             ax.annotate(f"{x1 - x0:+.1f}{unit}", xy=((x0 + x1) / 2, y + 0.18), ha="center", fontsize=8)
         ax.set_title(title)
@@ -57,5 +70,4 @@ def _lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, dict[str
     for r in rows:
         if r["task_type"] == "all":
             grouped.setdefault((r["actor"], r["split"]), {})[r["condition"].split("-")[0]] = r
-    return [(f"{actor} {split}".strip(), conds) for (actor, split), conds in grouped.items()
-            if "natural" in conds and "guided" in conds]
+    return [(f"{actor} {split}".strip(), conds) for (actor, split), conds in grouped.items() if "natural" in conds and "guided" in conds]

@@ -30,32 +30,60 @@ def seed_summary(results: Sequence[EpisodeResult], actor: str = "") -> list[dict
         rates = [sum(r.success for r in rs) / len(rs) for rs in by_seed.values()]
         steps = [sum(r.steps for r in rs) / len(rs) for rs in by_seed.values()]
         tokens = [sum(r.assistant_tokens for r in rs) / len(rs) for rs in by_seed.values()]
-        rows.append({
-            "actor": actor, "split": split, "condition": condition, "task_type": task_type,
-            "seeds": sorted(by_seed), "episodes": sum(len(rs) for rs in by_seed.values()),
-            "success_rate_mean": mean(rates), "success_rate_std": pstdev(rates),
-            "avg_steps_mean": mean(steps), "avg_steps_std": pstdev(steps),
-            "avg_tokens_mean": mean(tokens),
-            "per_seed": {"success_rate": rates, "avg_steps": steps},
-        })
-    return sorted(rows, key=lambda r: (r["actor"], r["split"], r["task_type"] != "all", r["task_type"],
-                                       _ORDER.get(r["condition"].split("-")[0], 3), r["condition"]))
+        rows.append(
+            {
+                "actor": actor,
+                "split": split,
+                "condition": condition,
+                "task_type": task_type,
+                "seeds": sorted(by_seed),
+                "episodes": sum(len(rs) for rs in by_seed.values()),
+                "success_rate_mean": mean(rates),
+                "success_rate_std": pstdev(rates),
+                "avg_steps_mean": mean(steps),
+                "avg_steps_std": pstdev(steps),
+                "avg_tokens_mean": mean(tokens),
+                "per_seed": {"success_rate": rates, "avg_steps": steps},
+            }
+        )
+    return sorted(
+        rows,
+        key=lambda r: (
+            r["actor"],
+            r["split"],
+            r["task_type"] != "all",
+            r["task_type"],
+            _ORDER.get(r["condition"].split("-")[0], 3),
+            r["condition"],
+        ),
+    )
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) -> str:
     """A Markdown table of :func:`seed_summary` rows: mean +- std over seeds (overall rows unless ``per_type``;
     ``n/a`` where a row has a single seed)."""
+
     def cells(r: dict[str, Any]) -> tuple:
         one = len(r["seeds"]) < 2  # no spread over seeds to show
         rate_sd = "n/a" if one else f"{100 * r['success_rate_std']:.1f}"
         steps_sd = "n/a" if one else f"{r['avg_steps_std']:.2f}"
-        return (r["actor"], r["split"], r["condition"], r["task_type"], len(r["seeds"]), r["episodes"],
-                f"{100 * r['success_rate_mean']:.1f} ± {rate_sd}", f"{r['avg_steps_mean']:.2f} ± {steps_sd}",
-                f"{r['avg_tokens_mean']:.0f}")
+        return (
+            r["actor"],
+            r["split"],
+            r["condition"],
+            r["task_type"],
+            len(r["seeds"]),
+            r["episodes"],
+            f"{100 * r['success_rate_mean']:.1f} ± {rate_sd}",
+            f"{r['avg_steps_mean']:.2f} ± {steps_sd}",
+            f"{r['avg_tokens_mean']:.0f}",
+        )
 
     return _markdown_table(
         ("actor", "split", "condition", "task type", "seeds", "episodes", "success rate (%)", "avg steps", "avg tokens"),
-        (cells(r) for r in rows if r["task_type"] == "all" or per_type), right=5)
+        (cells(r) for r in rows if r["task_type"] == "all" or per_type),
+        right=5,
+    )
 
 
 def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]:
@@ -70,21 +98,40 @@ def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]
         guided = [r for r in group if r["condition"].startswith("guided")]
         others = [r for r in group if not r["condition"].startswith("guided")]
         if guided:
-            verdict[key] = all(g["success_rate_mean"] > o["success_rate_mean"] and g["avg_steps_mean"] < o["avg_steps_mean"]
-                               for g in guided for o in others)
+            verdict[key] = all(
+                g["success_rate_mean"] > o["success_rate_mean"] and g["avg_steps_mean"] < o["avg_steps_mean"]
+                for g in guided
+                for o in others
+            )
     return verdict
 
 
-def write_outputs(out: Path, name: str, results: list, rows: list, config: dict[str, Any], timings: dict[str, float], *,
-                  per_type: bool, checks: dict, start: float) -> int:
+def write_outputs(
+    out: Path,
+    name: str,
+    results: list,
+    rows: list,
+    config: dict[str, Any],
+    timings: dict[str, float],
+    *,
+    per_type: bool,
+    checks: dict,
+    start: float,
+) -> int:
     """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table."""
     table = markdown_table(rows, per_type=per_type)
-    verdict = "\n".join(f"- {actor} {split}: guided beats the other conditions on success rate and steps: "
-                        f"{'yes' if ok else 'NO'}" for (actor, split), ok in checks.items())
+    verdict = "\n".join(
+        f"- {actor} {split}: guided beats the other conditions on success rate and steps: {'yes' if ok else 'NO'}"
+        for (actor, split), ok in checks.items()
+    )
     timings["total_s"] = time.perf_counter() - start
     out.mkdir(parents=True, exist_ok=True)
-    write_report(out / f"{name}.json", results, rows, {**config, "timings": timings,
-                                                      "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()}})
+    write_report(
+        out / f"{name}.json",
+        results,
+        rows,
+        {**config, "timings": timings, "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()}},
+    )
     (out / f"{name}.md").write_text(table + "\n\n" + verdict + "\n")
     print(table + "\n\n" + verdict)
     try:
@@ -96,6 +143,8 @@ def write_outputs(out: Path, name: str, results: list, rows: list, config: dict[
         plotted = f" (no plot: {exc})"
     except ValueError:
         plotted = " (no plot: needs a natural and a guided condition)"
-    print(f"\n{len(results)} episodes; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
-          f"table {out / (name + '.md')}{plotted}")
+    print(
+        f"\n{len(results)} episodes; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
+        f"table {out / (name + '.md')}{plotted}"
+    )
     return 0

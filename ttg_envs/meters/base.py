@@ -114,4 +114,3 @@ class CachedMeter:
 
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
         raise NotImplementedError
-

@@ -79,8 +79,7 @@ Segment = tuple[str, str]
 _REASONING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
-def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool = False,
-                     drop_reasoning: bool = False) -> list[str]:
+def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool = False, drop_reasoning: bool = False) -> list[str]:
     """The task segment, then one segment per assistant action with the observations after it.
 
     ``drop_reasoning`` removes ``<think>...</think>`` blocks (an unclosed one to the end) from agent messages.
@@ -166,8 +165,17 @@ class EncoderMeter(CachedMeter):
         segment_cache_size: segment embeddings cached by text.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, config: EncoderConfig | None = None, *, device: str | None = None,
-                 batch_size: int = 64, cache_size: int = 65536, segment_cache_size: int = 262144):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        config: EncoderConfig | None = None,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        cache_size: int = 65536,
+        segment_cache_size: int = 262144,
+    ):
         super().__init__(cache_size)
         self._torch = require("torch", "hf")
         self.model = model if device is None else model.to(device)
@@ -223,21 +231,27 @@ class EncoderMeter(CachedMeter):
     def window(self, segments: Sequence[Segment]) -> list[Segment]:
         """The segments the meter reads: the task segment and the last ``config.window`` others."""
         w = self.config.window
-        return list(segments) if w is None or len(segments) <= w + 1 else [segments[0], *segments[len(segments) - w:]]
+        return list(segments) if w is None or len(segments) <= w + 1 else [segments[0], *segments[len(segments) - w :]]
 
     def _task(self, text: str) -> str:
         """``text`` cut after its first ``max_task_tokens`` tokens (cut in the text, not decoded)."""
-        enc = self.tokenizer(text, add_special_tokens=False, truncation=True, max_length=self.config.max_task_tokens,
-                             return_offsets_mapping=True)
+        enc = self.tokenizer(
+            text, add_special_tokens=False, truncation=True, max_length=self.config.max_task_tokens, return_offsets_mapping=True
+        )
         offsets = enc["offset_mapping"]
         return text[: offsets[-1][1]] if offsets else ""
 
     def tokenize(self, segments: Sequence[Segment]) -> Any:
         """Backbone inputs for ``segments``: task statement and segment as a text pair, the segment cut."""
         tasks, texts = zip(*segments)
-        return self.tokenizer(list(tasks), list(texts), padding=True, truncation="only_second",
-                              max_length=self.config.max_task_tokens + self.config.max_segment_tokens + 3,
-                              return_tensors="pt").to(self.device)
+        return self.tokenizer(
+            list(tasks),
+            list(texts),
+            padding=True,
+            truncation="only_second",
+            max_length=self.config.max_task_tokens + self.config.max_segment_tokens + 3,
+            return_tensors="pt",
+        ).to(self.device)
 
     def embed(self, texts: Sequence[Segment]) -> Any:
         """Segment embeddings ``[len(texts), width]`` without gradients, from the segment cache when possible."""
@@ -245,7 +259,7 @@ class EncoderMeter(CachedMeter):
         missing = list(dict.fromkeys(t for t in texts if t not in self._segments))
         with torch.inference_mode():
             for start in range(0, len(missing), self.batch_size):
-                chunk = missing[start:start + self.batch_size]
+                chunk = missing[start : start + self.batch_size]
                 batch = self.tokenize(chunk)
                 vectors = self.model.embed(batch["input_ids"], batch["attention_mask"])
                 for text, vec in zip(chunk, vectors):
@@ -273,7 +287,7 @@ class EncoderMeter(CachedMeter):
         padded = vectors.new_zeros((len(segment_lists), int(lengths.max()), vectors.shape[-1]))
         offset = 0
         for b, segs in enumerate(segment_lists):
-            padded[b, :len(segs)] = vectors[offset:offset + len(segs)]
+            padded[b, : len(segs)] = vectors[offset : offset + len(segs)]
             offset += len(segs)
         with torch.inference_mode():
             return self.model(padded, lengths), lengths

@@ -69,9 +69,19 @@ class TransformersMeter(CachedMeter):
         cache_size: see :class:`~ttg_envs.meters.base.CachedMeter`.
     """
 
-    def __init__(self, model: Any, tokenizer: Any = None, *, prompt: PromptConfig | None = None, batch_size: int = 8,
-                 max_new_tokens: int = 24, read_logit: bool = False, device: str | None = None,
-                 cache_size: int = 65536, **load_kwargs: Any):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        prompt: PromptConfig | None = None,
+        batch_size: int = 8,
+        max_new_tokens: int = 24,
+        read_logit: bool = False,
+        device: str | None = None,
+        cache_size: int = 65536,
+        **load_kwargs: Any,
+    ):
         super().__init__(cache_size)
         torch = require("torch", "hf")
         if isinstance(model, (str, os.PathLike)):
@@ -118,13 +128,19 @@ class TransformersMeter(CachedMeter):
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
-                idx = order[start:start + self.batch_size]
+                idx = order[start : start + self.batch_size]
                 ids, mask = _left_pad([encoded[i] for i in idx], pad, torch, device)
                 out = self.model.generate(
-                    input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=self.max_new_tokens,
-                    pad_token_id=pad, temperature=None, top_p=None, top_k=None,
+                    input_ids=ids,
+                    attention_mask=mask,
+                    do_sample=False,
+                    max_new_tokens=self.max_new_tokens,
+                    pad_token_id=pad,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
                 )
-                new = out[:, ids.shape[1]:]
+                new = out[:, ids.shape[1] :]
                 for j, i in enumerate(idx):
                     answers[i] = self.tokenizer.decode(new[j], skip_special_tokens=True)
                 if self.logit_ids is not None:
@@ -148,13 +164,19 @@ def _left_pad(rows: list[list[int]], pad: int, torch: Any, device: Any) -> tuple
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for j, row in enumerate(rows):
-        ids[j, width - len(row):] = torch.tensor(row, dtype=torch.long)
-        mask[j, width - len(row):] = 1
+        ids[j, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+        mask[j, width - len(row) :] = 1
     return ids.to(device), mask.to(device)
 
 
-def save_meter(model: Any, tokenizer: Any, path: str | os.PathLike, prompt: PromptConfig,
-               extra: dict[str, Any] | None = None, kind: str = "transformers") -> None:
+def save_meter(
+    model: Any,
+    tokenizer: Any,
+    path: str | os.PathLike,
+    prompt: PromptConfig,
+    extra: dict[str, Any] | None = None,
+    kind: str = "transformers",
+) -> None:
     """Save a generative meter folder: model and tokenizer files plus ``meter.json``."""
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)

@@ -38,9 +38,20 @@ class OpenAIMeter(CachedMeter):
     :class:`MeterServerError` (a silent stream of invalid estimates would hide an outage).
     """
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, prompt: PromptConfig | None = None,
-                 tokenizer: Any = None, max_tokens: int = 32, concurrency: int = 8, timeout: float = 120.0,
-                 retries: int = 2, cache_size: int = 65536):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        prompt: PromptConfig | None = None,
+        tokenizer: Any = None,
+        max_tokens: int = 32,
+        concurrency: int = 8,
+        timeout: float = 120.0,
+        retries: int = 2,
+        cache_size: int = 65536,
+    ):
         super().__init__(cache_size)
         from ..tokenization import load_tokenizer
 
@@ -59,12 +70,14 @@ class OpenAIMeter(CachedMeter):
             return list(pool.map(self._one, histories))
 
     def _one(self, history: History) -> Estimate:
-        body = json.dumps({
-            "model": self.model,
-            "messages": meter_messages(history, self.count, self.prompt),
-            "temperature": 0,
-            "max_tokens": self.max_tokens,
-        }).encode("utf-8")
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": meter_messages(history, self.count, self.prompt),
+                "temperature": 0,
+                "max_tokens": self.max_tokens,
+            }
+        ).encode("utf-8")
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"

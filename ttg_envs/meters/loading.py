@@ -98,5 +98,4 @@ def _check_local(text: str) -> None:
     """Fail at once on a spec that can only be a local path and names nothing."""
     location = text.partition("?")[0]
     if looks_local(location) and not Path(location).expanduser().exists():
-        raise ModelNotFoundError(f"meter not found: {location!r} (no such file or folder: "
-                                 f"{Path(location).expanduser().absolute()})")
+        raise ModelNotFoundError(f"meter not found: {location!r} (no such file or folder: {Path(location).expanduser().absolute()})")

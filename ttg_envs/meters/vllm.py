@@ -36,16 +36,23 @@ class VLLMMeter(CachedMeter):
     Works from a script without ``if __name__ == "__main__":`` (see :mod:`ttg_envs._vllm_engine`).
     """
 
-    def __init__(self, model: str, *, prompt: PromptConfig | None = None, max_new_tokens: int = 24,
-                 read_logit: bool = False, engine_kwargs: dict[str, Any] | None = None, cache_size: int = 65536):
+    def __init__(
+        self,
+        model: str,
+        *,
+        prompt: PromptConfig | None = None,
+        max_new_tokens: int = 24,
+        read_logit: bool = False,
+        engine_kwargs: dict[str, Any] | None = None,
+        cache_size: int = 65536,
+    ):
         super().__init__(cache_size)
         vllm = require("vllm", "vllm")
         config_path = Path(model) / METER_CONFIG
         if prompt is None and config_path.is_file():
             prompt = PromptConfig(**json.loads(config_path.read_text()).get("prompt", {}))
         self.prompt = prompt or PromptConfig()
-        self.llm = start_llm(vllm, type(self).__name__, model=str(model), enable_prefix_caching=True,
-                             **(engine_kwargs or {}))
+        self.llm = start_llm(vllm, type(self).__name__, model=str(model), enable_prefix_caching=True, **(engine_kwargs or {}))
         self.tokenizer = self.llm.get_tokenizer()
         self.count = token_counter(self.tokenizer)
         self.params = vllm.SamplingParams(temperature=0.0, max_tokens=int(max_new_tokens))

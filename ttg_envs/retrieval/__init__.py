@@ -21,8 +21,14 @@ from .corpus import Corpus, Document, load_corpus
 BACKENDS: tuple[str, ...] = ("bm25s", "tantivy", "lucene", "http")
 
 
-def make_retriever(backend: str = "bm25s", *, corpus: Corpus | str | os.PathLike | None = None,
-                   index_dir: str | os.PathLike | None = None, url: str | None = None, **kwargs: Any) -> Retriever:
+def make_retriever(
+    backend: str = "bm25s",
+    *,
+    corpus: Corpus | str | os.PathLike | None = None,
+    index_dir: str | os.PathLike | None = None,
+    url: str | None = None,
+    **kwargs: Any,
+) -> Retriever:
     """Build a retriever by backend name.
 
     ``bm25s`` and ``tantivy`` need ``corpus`` (a :class:`Corpus` or a JSONL path); ``lucene`` needs

@@ -25,8 +25,9 @@ class Bm25sRetriever(Retriever):
 
     name = "bm25s"
 
-    def __init__(self, corpus: Corpus, *, k1: float = DEFAULT_K1, b: float = DEFAULT_B,
-                 cache_dir: str | Path | None = None, progress: bool = True):
+    def __init__(
+        self, corpus: Corpus, *, k1: float = DEFAULT_K1, b: float = DEFAULT_B, cache_dir: str | Path | None = None, progress: bool = True
+    ):
         self._bm25s = require("bm25s", "search")
         self._stemmer = require("Stemmer", "search").Stemmer("english")
         self.corpus = corpus
@@ -38,8 +39,7 @@ class Bm25sRetriever(Retriever):
         self._lock = threading.Lock()
 
     def _build(self, folder: Path) -> None:
-        tokens = self._bm25s.tokenize(self.corpus.contents, stopwords="en", stemmer=self._stemmer,
-                                      show_progress=self._progress)
+        tokens = self._bm25s.tokenize(self.corpus.contents, stopwords="en", stemmer=self._stemmer, show_progress=self._progress)
         model = self._bm25s.BM25(k1=self.settings["k1"], b=self.settings["b"], method="lucene")
         model.index(tokens, show_progress=self._progress)
         model.save(str(folder), show_progress=False)
@@ -51,11 +51,7 @@ class Bm25sRetriever(Retriever):
         k = max(0, min(int(k), len(self.corpus)))
         if k == 0:
             return [[] for _ in queries]
-        tokens = self._bm25s.tokenize(list(queries), stopwords="en", stemmer=self._stemmer,
-                                      show_progress=False, return_ids=False)
+        tokens = self._bm25s.tokenize(list(queries), stopwords="en", stemmer=self._stemmer, show_progress=False, return_ids=False)
         with self._lock:
             rows, scores = self._model.retrieve(tokens, k=k, show_progress=False)
-        return [
-            [Hit(self.corpus[int(i)], float(s)) for i, s in zip(row, score_row) if s > 0]
-            for row, score_row in zip(rows, scores)
-        ]
+        return [[Hit(self.corpus[int(i)], float(s)) for i, s in zip(row, score_row) if s > 0] for row, score_row in zip(rows, scores)]

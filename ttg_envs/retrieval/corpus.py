@@ -81,7 +81,7 @@ def document_from_record(record: dict[str, Any]) -> Document:
         body = record.get("text", record.get("abstract", record.get("abstractText")))
         if body is None:
             raise ValueError(f"corpus record {record['id']!r} has neither 'contents' nor 'text'/'abstract'")
-        contents = f"\"{record.get('title', '')}\"\n{body}"
+        contents = f'"{record.get("title", "")}"\n{body}'
     return Document(str(record["id"]), contents)
 
 

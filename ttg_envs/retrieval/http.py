@@ -30,7 +30,7 @@ def hit_from_item(item: Any) -> Hit:
     if "contents" in doc:
         contents = str(doc["contents"])
     else:
-        contents = f"\"{doc.get('title', '')}\"\n{doc.get('text', '')}"
+        contents = f'"{doc.get("title", "")}"\n{doc.get("text", "")}'
     return Hit(Document(str(doc.get("id", "")), contents), float(score or 0.0))
 
 
@@ -62,9 +62,7 @@ class HttpRetriever(Retriever):
                 raise RetrieverError(f"retrieval server {self.url} answered HTTP {exc.code}: {detail}") from None
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 if attempt == self.retries:
-                    raise RetrieverError(
-                        f"retrieval server {self.url} unreachable after {self.retries + 1} tries: {exc}"
-                    ) from None
+                    raise RetrieverError(f"retrieval server {self.url} unreachable after {self.retries + 1} tries: {exc}") from None
                 time.sleep(delay)
                 delay *= 2
             except json.JSONDecodeError as exc:

@@ -112,15 +112,27 @@ class LuceneRetriever(Retriever):
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
         """Top-``k`` hits per query from Lucene."""
-        return [[Hit(self._document(h.docid), float(h.score)) for h in self._searcher.search(q, int(k))]
-                for q in queries]
+        return [[Hit(self._document(h.docid), float(h.score)) for h in self._searcher.search(q, int(k))] for q in queries]
 
 
 def build_lucene_index(corpus_dir: str | os.PathLike, index_dir: str | os.PathLike, *, threads: int = 4) -> Path:
     """Index a folder of corpus JSONL files (``{"id", "contents"}`` lines) with pyserini, raw docs stored."""
     _pyserini_lucene()
-    cmd = [sys.executable, "-m", "pyserini.index.lucene", "--collection", "JsonCollection",
-           "--input", str(Path(corpus_dir).resolve()), "--index", str(index_dir),
-           "--generator", "DefaultLuceneDocumentGenerator", "--threads", str(threads), "--storeRaw"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pyserini.index.lucene",
+        "--collection",
+        "JsonCollection",
+        "--input",
+        str(Path(corpus_dir).resolve()),
+        "--index",
+        str(index_dir),
+        "--generator",
+        "DefaultLuceneDocumentGenerator",
+        "--threads",
+        str(threads),
+        "--storeRaw",
+    ]
     subprocess.run(cmd, check=True)
     return Path(index_dir)

@@ -37,8 +37,15 @@ class TantivyRetriever(Retriever):
 
     name = "tantivy"
 
-    def __init__(self, corpus: Corpus, *, cache_dir: str | Path | None = None, progress: bool = True,
-                 heap_bytes: int = 256 * 1024 * 1024, threads: int = 1):
+    def __init__(
+        self,
+        corpus: Corpus,
+        *,
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        heap_bytes: int = 256 * 1024 * 1024,
+        threads: int = 1,
+    ):
         self._tantivy = require("tantivy", "search")
         self.corpus = corpus
         self.settings = {"analyzer": "simple+lowercase+stop_en+snowball_en", "k1": 1.2, "b": 0.75}

@@ -64,8 +64,11 @@ def format_tool_calls(calls: Sequence[ToolCall], style: str = "hermes") -> str:
     """
     if style == "hermes":
         return "\n".join(
-            '<tool_call>\n{"name": ' + json.dumps(c.name, ensure_ascii=False) + ', "arguments": '
-            + json.dumps(c.arguments, ensure_ascii=False) + "}\n</tool_call>"
+            '<tool_call>\n{"name": '
+            + json.dumps(c.name, ensure_ascii=False)
+            + ', "arguments": '
+            + json.dumps(c.arguments, ensure_ascii=False)
+            + "}\n</tool_call>"
             for c in calls
         )
     if style == "json":

@@ -100,7 +100,5 @@ class ToolEnv(TextEnv):
         assistant: dict[str, Any] = {"role": "assistant", "content": response.content}
         if calls:
             assistant["tool_calls"] = [c.openai() for c in calls]
-        messages = [
-            {"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r} for c, r in zip(calls, results)
-        ]
+        messages = [{"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r} for c, r in zip(calls, results)]
         return ToolTurn(calls, results, errors, assistant, messages, format_tool_responses(results))

@@ -85,7 +85,7 @@ def _child(fn: Callable[[], Any], write_fd: int, timeout: float, parent: int) ->
             data = pickle.dumps(("raised", (type(exc).__name__, "the result could not be sent back")))
         view = memoryview(data)
         while view:
-            view = view[os.write(write_fd, view):]
+            view = view[os.write(write_fd, view) :]
     finally:
         os._exit(0)
 
@@ -149,4 +149,3 @@ def preserved_numeric_state() -> Iterator[None]:
             mpmath = sys.modules.get("mpmath")
             if mpmath is not None and mpmath.mp.prec != prec:
                 mpmath.mp.prec = prec
-

@@ -91,7 +91,7 @@ def _unfence(text: str) -> str | None:
     """The stripped body of a response that is one code fence (```lang ... ```), else ``None``."""
     if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
         return None
-    return text[_FENCE_TAG_RE.match(text).end():-3].strip()
+    return text[_FENCE_TAG_RE.match(text).end() : -3].strip()
 
 
 def _visible_span(text: str) -> tuple[int, int]:
@@ -108,7 +108,7 @@ def _hermes(text: str, tools: Mapping[str, Tool]) -> tuple[list[ToolCall], str]:
     pos = 0
     blocks = tag_blocks(text, "<tool_call>", "</tool_call>")
     for number, (start, end) in enumerate(blocks, 1):
-        pieces.append(text[pos:start - len("<tool_call>")])
+        pieces.append(text[pos : start - len("<tool_call>")])
         pos = end + len("</tool_call>")
         calls.extend(_block(text[start:end], number, tools))
     tail = text[pos:]

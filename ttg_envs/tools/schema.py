@@ -158,8 +158,16 @@ def _is_type(value: Any, name: str) -> bool:
 
 
 def _describe(value: Any) -> str:
-    kind = {str: "string", bool: "boolean", int: "integer", float: "number", list: "array", tuple: "array",
-            dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
+    kind = {
+        str: "string",
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        list: "array",
+        tuple: "array",
+        dict: "object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
     text = repr(value)
     return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
 

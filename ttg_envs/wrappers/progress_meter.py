@@ -111,8 +111,9 @@ class ProgressMeterWrapper(BranchableWrapper):
         return clone
 
     # -------------------------------------------------------------- internals
-    def _record(self, estimate: Estimate | None, anchored: float | None, info: dict[str, Any],
-                can_complete: bool = False) -> dict[str, Any]:
+    def _record(
+        self, estimate: Estimate | None, anchored: float | None, info: dict[str, Any], can_complete: bool = False
+    ) -> dict[str, Any]:
         cost = float(estimate_costs([estimate], self.failure_cost)[0]) if estimate is not None else float(anchored)
         fields = self._fields(estimate, cost, can_complete)
         fields["ttg_delta"] = self.costs[-1] - cost

@@ -46,8 +46,7 @@ class TrajectoryRecorder(BranchableWrapper):
     ``record_branches=True`` (trial executions of a selector are not episodes).
     """
 
-    def __init__(self, env: gym.Env, path: str | os.PathLike, *, metadata: dict[str, Any] | None = None,
-                 record_branches: bool = False):
+    def __init__(self, env: gym.Env, path: str | os.PathLike, *, metadata: dict[str, Any] | None = None, record_branches: bool = False):
         super().__init__(env)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -35,9 +35,16 @@ def cached_meter(meter: Any) -> Any:
     return _METERS[key]
 
 
-def make_env(env_id: str, *, tokenizer: Any = None, meter: Any = None, failure_cost: float | None = None,
-             recorder: str | os.PathLike | None = None, record_metadata: dict[str, Any] | None = None,
-             **env_kwargs: Any) -> gym.Env:
+def make_env(
+    env_id: str,
+    *,
+    tokenizer: Any = None,
+    meter: Any = None,
+    failure_cost: float | None = None,
+    recorder: str | os.PathLike | None = None,
+    record_metadata: dict[str, Any] | None = None,
+    **env_kwargs: Any,
+) -> gym.Env:
     """``gym.make(env_id, **env_kwargs)`` wrapped in ``TokenCounter(tokenizer)``, then
     ``ProgressMeterWrapper(meter, failure_cost)`` when ``meter`` is given (a meter or a
     ``load_meter`` spec, loaded once per process), then a ``TrajectoryRecorder`` appending to

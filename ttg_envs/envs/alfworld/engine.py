@@ -137,8 +137,13 @@ def _cached_pddl_env_class():
             self.state = textworld.core.GameState()
             self._last_action = None
             self._moves = 0
-            context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
-                       "mapping": {}, "entity_infos": self._entity_infos}
+            context = {
+                "state": self._pddl_state,
+                "facts": list(self._pddl_state.facts),
+                "variables": {},
+                "mapping": {},
+                "entity_infos": self._entity_infos,
+            }
             self.state.feedback = self._derive("#intro#", context)
             self.state.raw = self.state.feedback
             self._gather_infos()
@@ -172,9 +177,13 @@ def _cached_pddl_env_class():
             else:
                 action = self._last_action = self.prev_state["_valid_actions"][idx]
                 self._pddl_state.apply(action)
-                context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts),
-                           "variables": {ph.name: self._entity_infos[v.name] for ph, v in action.mapping.items()},
-                           "mapping": action.mapping, "entity_infos": self._entity_infos}
+                context = {
+                    "state": self._pddl_state,
+                    "facts": list(self._pddl_state.facts),
+                    "variables": {ph.name: self._entity_infos[v.name] for ph, v in action.mapping.items()},
+                    "mapping": action.mapping,
+                    "entity_infos": self._entity_infos,
+                }
                 self.state.feedback = self._deriver.derive(action.feedback_rule, context)
                 self._moves += 1
             self.state.raw = self.state.feedback
@@ -199,9 +208,13 @@ def _cached_pddl_env_class():
             names = {k: info.name for k, info in infos.items()}
             commands = state["_valid_commands"] = []
             for action in actions:
-                context = {"state": pstate, "facts": facts,
-                           "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
-                           "mapping": action.mapping, "entity_infos": infos}
+                context = {
+                    "state": pstate,
+                    "facts": facts,
+                    "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
+                    "mapping": action.mapping,
+                    "entity_infos": infos,
+                }
                 action.command_template = self._deriver.derive(action.command_template, context)
                 commands.append(action.format_command(names))
             state["admissible_commands"] = sorted(set(commands))
@@ -485,8 +498,7 @@ class AlfredEngine:
             self._pddl.load_replan_task()
             pstate = self._pddl._pddl_state
             names = run_replan(self._lib, self.planner_timeout)
-            core.plans[self._sid] = None if names is None else tuple(
-                pstate.plan_to_templated_actions(names, self._pddl._entity_infos))
+            core.plans[self._sid] = None if names is None else tuple(pstate.plan_to_templated_actions(names, self._pddl._entity_infos))
             if names is None:
                 self.planner_timeouts += 1
         plan = core.plans[self._sid]
@@ -495,8 +507,7 @@ class AlfredEngine:
             raise PlannerTimeout(f"the planner found no plan within {self.planner_timeout} s")
         return list(plan)
 
-    def repair(self, came_through: Sequence[tuple[int, str | None]],
-               max_tries: int = REPAIR_TRIES) -> tuple[str, ...] | None:
+    def repair(self, came_through: Sequence[tuple[int, str | None]], max_tries: int = REPAIR_TRIES) -> tuple[str, ...] | None:
         """A plan of an earlier state that still reaches the goal from the current one, or None.
 
         ``came_through``: (state id, command that led there; None for the first) pairs of the
@@ -519,7 +530,7 @@ class AlfredEngine:
         undos: list[tuple[str, ...]] = [()]
         for k in (1, 2):
             if len(commands) >= k:
-                undo = tuple(undo_command(commands[:len(commands) - i]) for i in range(k))
+                undo = tuple(undo_command(commands[: len(commands) - i]) for i in range(k))
                 if all(undo) and undo not in undos:
                     undos.append(undo)
         for undo in undos:

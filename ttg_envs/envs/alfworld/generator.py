@@ -114,7 +114,14 @@ LAMP_TYPES: tuple[str, ...] = ("DeskLamp", "FloorLamp")
 #: Receptacles a lamp may stand on. ToggleObject needs the lamp in a receptacle, and THOR's
 #: floor is not one, so floor lamps are put on furniture as well.
 LAMP_RECEPTACLES: tuple[str, ...] = (
-    "CoffeeTable", "CounterTop", "Desk", "DiningTable", "Dresser", "Shelf", "SideTable", "TVStand",
+    "CoffeeTable",
+    "CounterTop",
+    "Desk",
+    "DiningTable",
+    "Dresser",
+    "Shelf",
+    "SideTable",
+    "TVStand",
 )
 #: The appliance that performs a task's state change; it is never the task's parent receptacle.
 APPLIANCE: dict[str, str] = {
@@ -131,24 +138,37 @@ TARGET_TYPES: dict[str, frozenset[str]] = {
 
 _STATIC_RTYPES: tuple[str, ...] = tuple(sorted(C.RECEPTACLES - C.MOVABLE_RECEPTACLES_SET))
 _OBJECT_CONSTANTS: tuple[str, ...] = tuple(sorted(C.OBJECTS_SET - set(_STATIC_RTYPES)))
-_PICKUPABLE: frozenset[str] = frozenset(
-    o for objs in C.VAL_RECEPTACLE_OBJECTS.values() for o in objs if o in _OBJECT_CONSTANTS
-)
+_PICKUPABLE: frozenset[str] = frozenset(o for objs in C.VAL_RECEPTACLE_OBJECTS.values() for o in objs if o in _OBJECT_CONSTANTS)
 _CAN_CONTAIN: dict[str, tuple[str, ...]] = {
-    r: tuple(sorted(o for o in C.VAL_RECEPTACLE_OBJECTS.get(r, ()) if o in _OBJECT_CONSTANTS))
-    for r in _STATIC_RTYPES
+    r: tuple(sorted(o for o in C.VAL_RECEPTACLE_OBJECTS.get(r, ()) if o in _OBJECT_CONSTANTS)) for r in _STATIC_RTYPES
 }
 _BASIN_PARENT = {"SinkBasin": "Sink", "BathtubBasin": "Bathtub"}
 _OBJECTS_JSON_ALIAS = {"Sink": "SinkBasin", "Bathtub": "BathtubBasin"}
 # Unit steps (dx, dz) for ALFRED rotations 0-3 (north = +z, east = +x).
 _HEADING = ((0, 1), (1, 0), (0, -1), (-1, 0))
 # Height (m) and camera horizon of receptacles added where openable.json has none.
-_SYNTH_HEIGHT = {"CoffeeMachine": 0.90, "GarbageCan": 0.00, "StoveBurner": 0.92, "Toaster": 0.90,
-                 "TowelHolder": 1.10, "HandTowelHolder": 1.30, "ToiletPaperHanger": 0.75,
-                 "Toilet": 0.05, "LaundryHamper": 0.00}
-_SYNTH_HORIZON = {"CoffeeMachine": 0, "GarbageCan": 60, "StoveBurner": 30, "Toaster": 0,
-                  "TowelHolder": 0, "HandTowelHolder": 0, "ToiletPaperHanger": 30, "Toilet": 15,
-                  "LaundryHamper": 60}
+_SYNTH_HEIGHT = {
+    "CoffeeMachine": 0.90,
+    "GarbageCan": 0.00,
+    "StoveBurner": 0.92,
+    "Toaster": 0.90,
+    "TowelHolder": 1.10,
+    "HandTowelHolder": 1.30,
+    "ToiletPaperHanger": 0.75,
+    "Toilet": 0.05,
+    "LaundryHamper": 0.00,
+}
+_SYNTH_HORIZON = {
+    "CoffeeMachine": 0,
+    "GarbageCan": 60,
+    "StoveBurner": 30,
+    "Toaster": 0,
+    "TowelHolder": 0,
+    "HandTowelHolder": 0,
+    "ToiletPaperHanger": 30,
+    "Toilet": 15,
+    "LaundryHamper": 60,
+}
 _AGENT_HORIZON = 30
 _PDDL_CHARS = {"-": "_minus_", "|": "_bar_", "+": "_plus_", ".": "_dot_", ",": "_comma_"}
 
@@ -225,8 +245,7 @@ def load_floorplan(num: int) -> Floorplan:
     objects = json.loads((LAYOUT_DIR / f"FloorPlan{num}-objects.json").read_text())
     openable = json.loads((LAYOUT_DIR / f"FloorPlan{num}-openable.json").read_text())
     grid = np.load(LAYOUT_DIR / f"FloorPlan{num}-layout.npy")
-    points = tuple(sorted({(round(x / C.AGENT_STEP_SIZE), round(z / C.AGENT_STEP_SIZE))
-                           for x, z in grid.tolist()}))
+    points = tuple(sorted({(round(x / C.AGENT_STEP_SIZE), round(z / C.AGENT_STEP_SIZE)) for x, z in grid.tolist()}))
 
     receptacles: list[Receptacle] = []
     for rid in sorted(openable):
@@ -264,9 +283,7 @@ def load_floorplan(num: int) -> Floorplan:
         receptacles.remove(rng.choice(by_type[biggest]))
     receptacles.sort(key=lambda r: r.rid)
 
-    object_types = tuple(sorted(
-        t for t in set(objects) if (t in _PICKUPABLE or t in LAMP_TYPES) and _holders(receptacles, t)
-    ))
+    object_types = tuple(sorted(t for t in set(objects) if (t in _PICKUPABLE or t in LAMP_TYPES) and _holders(receptacles, t)))
     return Floorplan(num, _room_of(num), object_types, tuple(receptacles), points)
 
 
@@ -311,10 +328,7 @@ def feasible_floorplans(split: str, task_type: str) -> tuple[int, ...]:
 def _pick_two_opens(objects: Sequence[tuple[str, str, Receptacle]], obj: str, parent: str) -> int:
     """Fewest ``open`` actions a pick-two plan needs (sources of the best pair + the parent)."""
     sources = [r for _, o, r in objects if o == obj]
-    best = min(
-        len({r.rid for r in (a, b) if r.rtype in C.OPENABLE_CLASS_SET})
-        for i, a in enumerate(sources) for b in sources[i + 1:]
-    )
+    best = min(len({r.rid for r in (a, b) if r.rtype in C.OPENABLE_CLASS_SET}) for i, a in enumerate(sources) for b in sources[i + 1 :])
     return best + (parent in C.OPENABLE_CLASS_SET)
 
 
@@ -386,8 +400,13 @@ def _build_problem(
             lines.append(f"(isReceptacleObject {m})")
     lines += [f"(openable {_mangle(r.rid)})" for r in recs if r.rtype in C.OPENABLE_CLASS_SET]
     lines.append(f"(atLocation agent1 {_loc_name(agent_loc)})")
-    for prop, table in (("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"),
-                        ("toggleable", "Toggleable"), ("sliceable", "Sliceable")):
+    for prop, table in (
+        ("cleanable", "Cleanable"),
+        ("heatable", "Heatable"),
+        ("coolable", "Coolable"),
+        ("toggleable", "Toggleable"),
+        ("sliceable", "Sliceable"),
+    ):
         lines += [f"({prop} {_mangle(oid)})" for oid, o, _ in objects if o in C.VAL_ACTION_OBJECTS[table]]
     lines += [f"(inReceptacle {_mangle(oid)} {_mangle(r.rid)})" for oid, _, r in objects]
     lines += [f"(receptacleAtLocation {_mangle(r.rid)} {_loc_name(r.loc)})" for r in recs]
@@ -433,8 +452,9 @@ def _draw_scene(split: str, task_type: str, index: int, seed: int, attempt: int)
     template = rng.choice(gdict[task_type]["templates"])
     goal_text = template.format(obj=obj.lower(), recep=parent.lower(), toggle=toggle.lower(), mrecep="")
     name = f"{task_type}-{obj}-None-{parent or toggle}-FloorPlan{fp.num}-{index:04d}"
-    problem = _build_problem(f"plan_trial_{split}_{task_type}_{index:04d}", fp, objects, agent_loc,
-                             _goal_pddl(task_type, obj, parent, toggle))
+    problem = _build_problem(
+        f"plan_trial_{split}_{task_type}_{index:04d}", fp, objects, agent_loc, _goal_pddl(task_type, obj, parent, toggle)
+    )
     return {
         "id": f"{split}/{name}",
         "type": task_type,
@@ -443,8 +463,13 @@ def _draw_scene(split: str, task_type: str, index: int, seed: int, attempt: int)
         "floorplan": f"FloorPlan{fp.num}",
         "goal": goal_text,
         "pddl_problem": problem,
-        "pddl_params": {"object_target": obj, "parent_target": parent, "toggle_target": toggle,
-                        "mrecep_target": "", "object_sliced": False},
+        "pddl_params": {
+            "object_target": obj,
+            "parent_target": parent,
+            "toggle_target": toggle,
+            "mrecep_target": "",
+            "object_sliced": False,
+        },
         "walkthrough": [],
         "seed": seed,
     }
@@ -589,13 +614,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest = json.loads(manifest_path.read_text())
     if manifest.get("seed") != args.seed or manifest.get("generator_version") != GENERATOR_VERSION:
         manifest = {"splits": {}}
-    manifest.update({
-        "generator": "ttg_envs.envs.alfworld.generator",
-        "generator_version": GENERATOR_VERSION,
-        "seed": args.seed,
-        "held_out_floorplans": list(HELD_OUT_FLOORPLANS),
-        "task_types": list(GENERATION_ORDER),
-    })
+    manifest.update(
+        {
+            "generator": "ttg_envs.envs.alfworld.generator",
+            "generator_version": GENERATOR_VERSION,
+            "seed": args.seed,
+            "held_out_floorplans": list(HELD_OUT_FLOORPLANS),
+            "task_types": list(GENERATION_ORDER),
+        }
+    )
     for split in args.splits:
         start = time.perf_counter()
         lines = generate_split(split, args.seed, workers=args.workers)
@@ -604,8 +631,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in lines:
             counts[json.loads(line)["type"]] += 1
         floorplans = sorted({json.loads(line)["floorplan"] for line in lines}, key=lambda f: int(f[9:]))
-        manifest["splits"][split] = {"file": f"{split}.jsonl.gz", "sha256": sha, "num_tasks": len(lines),
-                                     "counts": counts, "floorplans": floorplans}
+        manifest["splits"][split] = {
+            "file": f"{split}.jsonl.gz",
+            "sha256": sha,
+            "num_tasks": len(lines),
+            "counts": counts,
+            "floorplans": floorplans,
+        }
         print(f"{split}: {len(lines)} tasks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     manifest["splits"] = {s: manifest["splits"][s] for s in SPLITS if s in manifest["splits"]}
     write_manifest(manifest_path, manifest)

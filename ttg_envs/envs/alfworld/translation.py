@@ -154,9 +154,14 @@ def build_logic(domain: str, grammar: str) -> Any:
             csg = _textgen.ContextSensitiveGrammar()
             for name, productions in json.loads(json.dumps(rules)).items():
                 for rule in productions:
-                    csg.add_rule(_textgen.ProductionRule(lhs=name, rhs=list(parse_symbols(rule["rhs"])),
-                                                         weight=rule.get("weight", 1),
-                                                         condition=rule.get("condition", "")))
+                    csg.add_rule(
+                        _textgen.ProductionRule(
+                            lhs=name,
+                            rhs=list(parse_symbols(rule["rhs"])),
+                            weight=rule.get("weight", 1),
+                            condition=rule.get("condition", ""),
+                        )
+                    )
             return actions, csg
 
     try:
@@ -184,12 +189,12 @@ def _read(key: str) -> Translation | None:
     except OSError:
         return None
     try:
-        header_len = int.from_bytes(blob[len(_MAGIC):len(_MAGIC) + 4], "little")
+        header_len = int.from_bytes(blob[len(_MAGIC) : len(_MAGIC) + 4], "little")
         if not blob.startswith(_MAGIC) or header_len > len(blob):
             raise ValueError("bad magic or header length")
         start = len(_MAGIC) + 4
-        header = json.loads(blob[start:start + header_len])
-        payload = blob[start + header_len:]
+        header = json.loads(blob[start : start + header_len])
+        payload = blob[start + header_len :]
         if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
             raise ValueError("key or checksum mismatch")
         data = pickle.loads(zlib.decompress(payload))
@@ -204,11 +209,14 @@ def _read(key: str) -> Translation | None:
 
 
 def _write(translation: Translation) -> None:
-    payload = zlib.compress(pickle.dumps(
-        {"logic": translation.logic, "task": translation.task, "sas": translation.sas,
-         "sas_replan": translation.sas_replan}, protocol=pickle.HIGHEST_PROTOCOL), 6)
-    header = json.dumps({"key": translation.key, "sha256": hashlib.sha256(payload).hexdigest(),
-                         "versions": _engine_versions()}).encode()
+    payload = zlib.compress(
+        pickle.dumps(
+            {"logic": translation.logic, "task": translation.task, "sas": translation.sas, "sas_replan": translation.sas_replan},
+            protocol=pickle.HIGHEST_PROTOCOL,
+        ),
+        6,
+    )
+    header = json.dumps({"key": translation.key, "sha256": hashlib.sha256(payload).hexdigest(), "versions": _engine_versions()}).encode()
     path = _path(translation.key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -59,8 +59,7 @@ class AWMTask:
     def info(self) -> dict[str, Any]:
         """The ``info["task"]`` dict."""
         domain = self.scenario.rstrip("0123456789").rstrip("_") or self.scenario
-        return {"id": self.id, "type": domain, "split": "train", "source": self.source,
-                "scenario": self.scenario, "index": self.index}
+        return {"id": self.id, "type": domain, "split": "train", "source": self.source, "scenario": self.scenario, "index": self.index}
 
 
 @dataclass
@@ -135,10 +134,22 @@ class AWMEnv(ToolEnv):
 
     default_max_steps = 20
 
-    def __init__(self, split: str = "train", *, source: str = "bundled", path: str | os.PathLike | None = None,
-                 scenarios: Iterable[str] | None = None, tool_timeout: float = 10.0, verifier_timeout: float = 60.0,
-                 start_timeout: float = 60.0, max_steps: int | None = None, render_mode: str | None = None,
-                 sandbox: str = "bwrap", limits: dict[str, int] | None = None, state_in_database: bool | None = None):
+    def __init__(
+        self,
+        split: str = "train",
+        *,
+        source: str = "bundled",
+        path: str | os.PathLike | None = None,
+        scenarios: Iterable[str] | None = None,
+        tool_timeout: float = 10.0,
+        verifier_timeout: float = 60.0,
+        start_timeout: float = 60.0,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        sandbox: str = "bwrap",
+        limits: dict[str, int] | None = None,
+        state_in_database: bool | None = None,
+    ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         for module in ("fastapi", "sqlalchemy", "httpx"):
             require(module, "awm")
@@ -151,8 +162,7 @@ class AWMEnv(ToolEnv):
         label = "bundled" if path is None else "files"
         self.scenarios: dict[str, Scenario] = {s.name: s for s in load_scenarios(folder, scenarios)}
         self.tasks: list[AWMTask] = [
-            AWMTask(s.name, i, text, label)
-            for s in self.scenarios.values() for i, text in enumerate(s.tasks) if s.verifiers.get(i)
+            AWMTask(s.name, i, text, label) for s in self.scenarios.values() for i, text in enumerate(s.tasks) if s.verifiers.get(i)
         ]
         self.tool_timeout = tool_timeout
         self.verifier_timeout = verifier_timeout
@@ -221,16 +231,27 @@ class AWMEnv(ToolEnv):
     def _app(self, scenario: Scenario) -> AppProcess:
         ws = self._workspace
         if ws.app is None or not ws.app.alive:
-            ws.app = AppProcess(ws.zygote, ws.folder.path, ws.database, scenario.env_code,
-                                start_timeout=self.start_timeout, limits=self.limits,
-                                openapi=self._prepared[scenario.name].tools is None)
+            ws.app = AppProcess(
+                ws.zygote,
+                ws.folder.path,
+                ws.database,
+                scenario.env_code,
+                start_timeout=self.start_timeout,
+                limits=self.limits,
+                openapi=self._prepared[scenario.name].tools is None,
+            )
         return ws.app
 
     def _apply(self, response: ParsedResponse) -> StepOutcome:
         if response.calls:
             turn = self._run_calls(response, self._execute)
-            return StepOutcome(observation=turn.observation, action_valid=turn.valid, error=turn.error,
-                               assistant_message=turn.assistant_message, messages=turn.messages)
+            return StepOutcome(
+                observation=turn.observation,
+                action_valid=turn.valid,
+                error=turn.error,
+                assistant_message=turn.assistant_message,
+                messages=turn.messages,
+            )
         self._answer = _final_answer(response.content)
         scenario, ws = self.scenario, self._workspace
         ws.stop_app()  # nothing of the app may run beside its verifier
@@ -240,20 +261,31 @@ class AWMEnv(ToolEnv):
             verdict = Verdict(False, error=f"the verifier did not run: {exc}")
         else:
             limits = {"cpu": int(self.verifier_timeout) + 5, **self.limits}
-            verdict = run_verifier(ws.zygote, ws.folder, scenario.verifiers[self.current_task.index],
-                                   self._prepared[scenario.name].initial, final, self._answer,
-                                   timeout=self.verifier_timeout, limits=limits)
+            verdict = run_verifier(
+                ws.zygote,
+                ws.folder,
+                scenario.verifiers[self.current_task.index],
+                self._prepared[scenario.name].initial,
+                final,
+                self._answer,
+                timeout=self.verifier_timeout,
+                limits=limits,
+            )
         result = verdict.result if verdict.error is None else {"error": verdict.error}
-        return StepOutcome(observation="The episode is over.", reward=1.0 if verdict.success else 0.0,
-                           terminated=True, success=verdict.success, info={"verifier_result": result})
+        return StepOutcome(
+            observation="The episode is over.",
+            reward=1.0 if verdict.success else 0.0,
+            terminated=True,
+            success=verdict.success,
+            info={"verifier_result": result},
+        )
 
     def _execute(self, call: ToolCall) -> str:
         scenario = self.scenario
         route = self._prepared[scenario.name].routes[call.name]
         method, path, query, body = route.request(call.arguments)
         try:
-            status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body,
-                                                         timeout=self.tool_timeout)
+            status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body, timeout=self.tool_timeout)
         except SandboxTimeout:
             self._workspace.app = None
             return f"Error calling {call.name}: the tool did not answer within {self.tool_timeout:g} s."

@@ -80,7 +80,7 @@ class EpisodeFolder:
                 os.fchown(fd, *self.owner)
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
 

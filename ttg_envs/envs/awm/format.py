@@ -105,6 +105,9 @@ def load_scenarios(folder: str | os.PathLike, scenarios: Iterable[str] | None = 
         for role, table in (("db", tables), ("sample", inserts), ("envs", code)):
             if name not in table:
                 raise KeyError(f"scenario {name!r} is missing from {FILES[role]}")
-        out.append(Scenario(name, descriptions.get(name, ""), tasks[name], tables[name], inserts[name], code[name],
-                            specs.get(name, {}), verifiers[name]))
+        out.append(
+            Scenario(
+                name, descriptions.get(name, ""), tasks[name], tables[name], inserts[name], code[name], specs.get(name, {}), verifiers[name]
+            )
+        )
     return out

@@ -32,12 +32,20 @@ from pathlib import Path
 #: The uid and gid model-written code runs as (``nobody`` on Debian).
 SANDBOX_UID = SANDBOX_GID = 65534
 #: The only environment variables the sandbox sees.
-ENV_ALLOWLIST = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp",
-                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+ENV_ALLOWLIST = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TMPDIR": "/tmp",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONHASHSEED": "0",
+}
 MODES = ("bwrap", "python")
-INSTALL_HINT = ("AWM runs model-written app and verifier code under bubblewrap, which was not found or does "
-                "not work here ({why}). Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf "
-                "install bubblewrap) or pass sandbox='python' to accept the weaker in-process guard.")
+INSTALL_HINT = (
+    "AWM runs model-written app and verifier code under bubblewrap, which was not found or does "
+    "not work here ({why}). Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf "
+    "install bubblewrap) or pass sandbox='python' to accept the weaker in-process guard."
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -45,8 +53,7 @@ class SandboxUnavailable(RuntimeError):
 
 
 def _python_roots() -> list[str]:
-    roots = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))}
+    roots = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     for entry in sys.path:
         if entry and os.path.basename(entry) in ("site-packages", "dist-packages") and os.path.isdir(entry):
             roots.add(entry)
@@ -76,8 +83,19 @@ def bwrap_command(folder: str | os.PathLike, argv: list[str]) -> list[str]:
     if bwrap is None:
         raise SandboxUnavailable(INSTALL_HINT.format(why="no bwrap on PATH"))
     folder = os.path.realpath(folder)
-    args = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--hostname", "sandbox", *_system_binds()]
+    args = [
+        bwrap,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        *_system_binds(),
+    ]
     roots = _python_roots()
     # The private /tmp comes first: a Python install or checkout under /tmp (a CI clone, say) is
     # bound on top of it, where it would otherwise be hidden.
@@ -98,10 +116,21 @@ def bwrap_command(folder: str | os.PathLike, argv: list[str]) -> list[str]:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             raise SandboxUnavailable(INSTALL_HINT.format(why="running as root needs setpriv (util-linux)"))
-        return args + ["--", setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
-                       "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv]
-    return args[:1] + ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--cap-drop", "ALL"] \
-        + args[1:] + ["--", *argv]
+        return args + [
+            "--",
+            setpriv,
+            f"--reuid={SANDBOX_UID}",
+            f"--regid={SANDBOX_GID}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+            *argv,
+        ]
+    return (
+        args[:1] + ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--cap-drop", "ALL"] + args[1:] + ["--", *argv]
+    )
 
 
 def owner() -> tuple[int, int] | None:
@@ -120,8 +149,9 @@ def _probe() -> str | None:
         code = "import os; print(os.getuid(), len(os.listdir('.')))"
         try:
             command = bwrap_command(folder, [sys.executable, "-I", "-S", "-c", code])
-            done = subprocess.run(command, env=dict(ENV_ALLOWLIST), stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, timeout=60, check=False)
+            done = subprocess.run(
+                command, env=dict(ENV_ALLOWLIST), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False
+            )
         except SandboxUnavailable as exc:
             return str(exc)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -139,8 +169,11 @@ def check(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"sandbox must be one of {MODES}, got {mode!r}")
     if mode == "python":
-        warnings.warn("AWM sandbox='python': model-written code runs with only an in-process audit hook, which "
-                      "code that means harm can switch off; use sandbox='bwrap' for untrusted data.", stacklevel=3)
+        warnings.warn(
+            "AWM sandbox='python': model-written code runs with only an in-process audit hook, which "
+            "code that means harm can switch off; use sandbox='bwrap' for untrusted data.",
+            stacklevel=3,
+        )
         return
     problem = _probe()
     if problem is not None:

@@ -109,6 +109,5 @@ def tools_from_openapi(openapi: Mapping[str, Any]) -> tuple[list[Tool], dict[str
                 parameters["required"] = list(dict.fromkeys(required))
             name = op["operationId"]
             tools.append(Tool(name, description, parameters))
-            routes[name] = Route(method, path, tuple(located["path"]), tuple(located["query"]), tuple(body_params),
-                                 body_arg)
+            routes[name] = Route(method, path, tuple(located["path"]), tuple(located["query"]), tuple(body_params), body_arg)
     return tools, routes

@@ -75,8 +75,10 @@ class ExpertPolicy:
         done = executed_calls(base.messages)
         position = 0
         for name, arguments in done:
-            if position < len(gold["calls"]) and (name, arguments) == (gold["calls"][position]["name"],
-                                                                       gold["calls"][position]["arguments"]):
+            if position < len(gold["calls"]) and (name, arguments) == (
+                gold["calls"][position]["name"],
+                gold["calls"][position]["arguments"],
+            ):
                 position += 1
         if position < len(gold["calls"]):
             call = gold["calls"][position]
@@ -92,8 +94,9 @@ class NoisyExpertPolicy(NoisyPolicy):
     def noise(self, env) -> str:
         """A call drawn from the scenario's gold and wrong call sequences."""
         scenario = _awm(env).current_task.scenario
-        pool = [c for task_id, g in sorted(load_gold().items()) if task_id.startswith(scenario + "/")
-                for c in g["calls"] + g["wrong_calls"]]
+        pool = [
+            c for task_id, g in sorted(load_gold().items()) if task_id.startswith(scenario + "/") for c in g["calls"] + g["wrong_calls"]
+        ]
         call = pool[int(self.rng.integers(len(pool)))]
         return call_text(call["name"], call["arguments"])
 

@@ -70,15 +70,24 @@ class Zygote:
             return self._control
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         isolated = self.mode == "bwrap"
-        code = (f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
-                f"from ttg_envs.envs.awm.zygote import main; main({theirs.fileno()}, isolated={isolated})")
+        code = (
+            f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
+            f"from ttg_envs.envs.awm.zygote import main; main({theirs.fileno()}, isolated={isolated})"
+        )
         argv = [sys.executable, "-I", "-c", code]
         if isolated:
             argv = isolation.bwrap_command(self.folder, argv)
         env = {**isolation.ENV_ALLOWLIST, "HOME": self.folder}
-        self._process = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
-                                         env=env, cwd=self.folder)
+        self._process = subprocess.Popen(
+            argv,
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            env=env,
+            cwd=self.folder,
+        )
         threading.Thread(target=self._drain, args=(self._process.stdout,), daemon=True).start()
         theirs.close()
         self._control, self._pid = ours, os.getpid()
@@ -186,10 +195,20 @@ class Child:
 class AppProcess:
     """A scenario's FastAPI app served by a sandboxed child over one episode database."""
 
-    def __init__(self, zygote: Zygote, folder: str | Path, database: str | Path, code: str, *, openapi: bool = True,
-                 start_timeout: float = 60.0, limits: dict[str, int] | None = None):
-        self._child = Child(zygote, "app", {"folder": str(folder), "database": str(database), "code": code,
-                                            "openapi": openapi, "limits": limits or {}})
+    def __init__(
+        self,
+        zygote: Zygote,
+        folder: str | Path,
+        database: str | Path,
+        code: str,
+        *,
+        openapi: bool = True,
+        start_timeout: float = 60.0,
+        limits: dict[str, int] | None = None,
+    ):
+        self._child = Child(
+            zygote, "app", {"folder": str(folder), "database": str(database), "code": code, "openapi": openapi, "limits": limits or {}}
+        )
         try:
             reply = self._child.receive(start_timeout)
             if not reply.get("ok"):
@@ -202,8 +221,7 @@ class AppProcess:
             raise
         self.openapi: dict[str, Any] = openapi_doc
 
-    def request(self, method: str, path: str, query: dict[str, Any], body: Any, *, has_body: bool,
-                timeout: float) -> tuple[int, str]:
+    def request(self, method: str, path: str, query: dict[str, Any], body: Any, *, has_body: bool, timeout: float) -> tuple[int, str]:
         """One HTTP request to the app: ``(status, body text)``."""
         message: dict[str, Any] = {"method": method, "path": path, "query": query}
         if has_body:
@@ -251,8 +269,17 @@ def copy_out(folder: EpisodeFolder, name: str) -> bytes:
         raise SandboxError(f"the episode database is unusable: {type(exc).__name__}: {exc}") from None
 
 
-def run_verifier(zygote: Zygote, folder: EpisodeFolder, code: str, initial: bytes, final: bytes,
-                 final_answer: str | None, *, timeout: float = 60.0, limits: dict[str, int] | None = None) -> Verdict:
+def run_verifier(
+    zygote: Zygote,
+    folder: EpisodeFolder,
+    code: str,
+    initial: bytes,
+    final: bytes,
+    final_answer: str | None,
+    *,
+    timeout: float = 60.0,
+    limits: dict[str, int] | None = None,
+) -> Verdict:
     """Run an AWM verifier on copies of the ``initial`` and ``final`` snapshots, in a new subfolder of ``folder``.
 
     No other child of ``zygote`` may be running (in the OS sandbox it would be stopped).
@@ -264,9 +291,18 @@ def run_verifier(zygote: Zygote, folder: EpisodeFolder, code: str, initial: byte
     try:
         sub.write("initial.db", initial)
         sub.write("final.db", final)
-        child = Child(zygote, "verify", {"folder": str(sub.path), "code": code, "initial": str(sub.path / "initial.db"),
-                                         "final": str(sub.path / "final.db"), "final_answer": final_answer,
-                                         "limits": limits or {}})
+        child = Child(
+            zygote,
+            "verify",
+            {
+                "folder": str(sub.path),
+                "code": code,
+                "initial": str(sub.path / "initial.db"),
+                "final": str(sub.path / "final.db"),
+                "final_answer": final_answer,
+                "limits": limits or {},
+            },
+        )
         try:
             reply = child.receive(timeout)
         finally:

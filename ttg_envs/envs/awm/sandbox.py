@@ -42,18 +42,62 @@ except ImportError:  # reported to the parent when an app is loaded
 
 #: Longest response body returned to the agent, in characters.
 MAX_BODY_CHARS = 16_000
-_BLOCKED = frozenset({
-    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-    "os.kill", "os.killpg", "signal.pthread_kill", "pty.spawn", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
-    "ctypes.call_function", "sqlite3.enable_load_extension", "sqlite3.load_extension", "webbrowser.open",
-    "urllib.Request", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex",
-    "socket.gethostbyaddr", "socket.getnameinfo", "os.setuid", "os.setgid", "os.chroot", "sys.remote_exec",
-})
-_WRITE_EVENTS = frozenset({
-    "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.symlink", "os.link",
-    "os.truncate", "os.utime", "shutil.rmtree", "os.chflags", "os.lchflags", "os.mkfifo", "os.mknod",
-    "os.setxattr", "os.removexattr", "shutil.move", "shutil.copytree", "os.chdir",
-})
+_BLOCKED = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",
+        "pty.spawn",
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.cdata",
+        "ctypes.call_function",
+        "sqlite3.enable_load_extension",
+        "sqlite3.load_extension",
+        "webbrowser.open",
+        "urllib.Request",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyname_ex",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+        "os.setuid",
+        "os.setgid",
+        "os.chroot",
+        "sys.remote_exec",
+    }
+)
+_WRITE_EVENTS = frozenset(
+    {
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "os.chmod",
+        "os.chown",
+        "os.symlink",
+        "os.link",
+        "os.truncate",
+        "os.utime",
+        "shutil.rmtree",
+        "os.chflags",
+        "os.lchflags",
+        "os.mkfifo",
+        "os.mknod",
+        "os.setxattr",
+        "os.removexattr",
+        "shutil.move",
+        "shutil.copytree",
+        "os.chdir",
+    }
+)
 _LIST_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "os.listxattr", "os.getxattr"})
 _SOCKET_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -122,8 +166,13 @@ def _no_attach(action: int, *args: Any) -> int:
 #: Hard resource limits of a child (soft = hard, so the child cannot raise them): address space and
 #: file size in bytes, CPU seconds, processes of the sandbox uid, open files.
 DEFAULT_LIMITS = {"as": 4 << 30, "fsize": 256 << 20, "cpu": 600, "nproc": 64, "nofile": 256}
-_RLIMITS = {"as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE, "cpu": resource.RLIMIT_CPU,
-            "nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE}
+_RLIMITS = {
+    "as": resource.RLIMIT_AS,
+    "fsize": resource.RLIMIT_FSIZE,
+    "cpu": resource.RLIMIT_CPU,
+    "nproc": resource.RLIMIT_NPROC,
+    "nofile": resource.RLIMIT_NOFILE,
+}
 
 
 def set_limits(limits: dict[str, int] | None = None) -> None:
@@ -195,8 +244,7 @@ def _find_app(namespace: dict[str, Any]):
     raise LookupError("the environment code defines no FastAPI app")
 
 
-def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
-              limits: dict[str, int] | None = None) -> None:
+def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True, limits: dict[str, int] | None = None) -> None:
     """Load an AWM app over ``database`` and answer the parent's requests until the pipe closes.
 
     First reply: ``{"ok": true, "openapi": {...}}`` (``null`` unless ``openapi``) or
@@ -219,8 +267,7 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
         _send(conn, {"ok": False, "error": f"the environment code failed to load: {_describe(exc)}"})
         return
     _send(conn, {"ok": True, "openapi": schema})
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
-                               base_url="http://awm.local")
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False), base_url="http://awm.local")
     while True:
         try:
             request = json.loads(conn.recv_bytes())
@@ -240,8 +287,9 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
         _send(conn, reply)
 
 
-def run_verifier(conn, folder: str, code: str, initial: str, final: str, final_answer: str | None,
-                 limits: dict[str, int] | None = None) -> None:
+def run_verifier(
+    conn, folder: str, code: str, initial: str, final: str, final_answer: str | None, limits: dict[str, int] | None = None
+) -> None:
     """Run one AWM verifier on copies of the initial and final databases; reply with its result."""
     _confine(folder, {initial, final}, limits)
     _confine_sqlite(None)

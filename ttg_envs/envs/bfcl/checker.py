@@ -78,8 +78,9 @@ def _language(category: str):
     return enums.Language.PYTHON
 
 
-def check_single_turn(category: str, calls: Sequence[ToolCall] | None, functions: Sequence[Mapping[str, Any]],
-                      ground_truth: Any) -> dict[str, Any]:
+def check_single_turn(
+    category: str, calls: Sequence[ToolCall] | None, functions: Sequence[Mapping[str, Any]], ground_truth: Any
+) -> dict[str, Any]:
     """Lenient scoring's verdict ``{"valid": bool, ...}`` on one single-turn response's parsed calls.
 
     ``calls`` is None when the response could not be parsed (malformed call markup). Official
@@ -88,30 +89,45 @@ def check_single_turn(category: str, calls: Sequence[ToolCall] | None, functions
     decoded = bool(calls)
     if "irrelevance" in category:
         if decoded:
-            return {"valid": False, "error_type": "irrelevance_error:decoder_success",
-                    "error": ["Valid syntax. Successfully decode AST when it should not."]}
+            return {
+                "valid": False,
+                "error_type": "irrelevance_error:decoder_success",
+                "error": ["Valid syntax. Successfully decode AST when it should not."],
+            }
         return {"valid": True}
     if category == "live_relevance":
         if decoded:
             return {"valid": True}
-        return {"valid": False, "error_type": "relevance_error:decoder_failed",
-                "error": ["Invalid syntax. Failed to decode AST when it should have."]}
+        return {
+            "valid": False,
+            "error_type": "relevance_error:decoder_failed",
+            "error": ["Invalid syntax. Failed to decode AST when it should have."],
+        }
     if calls is None:
         return {"valid": False, "error_type": "ast_decoder:decoder_failed", "error": ["Invalid syntax. Failed to decode AST."]}
     model_output = [{c.name: dict(c.arguments)} for c in calls]
-    verdict = _ast_module().ast_checker(list(functions), model_output, ground_truth, _language(category), category,
-                                        LENIENT_CHECKER_MODEL)
+    verdict = _ast_module().ast_checker(list(functions), model_output, ground_truth, _language(category), category, LENIENT_CHECKER_MODEL)
     return dict(verdict)
 
 
-def check_turn(turn_index: int, model_backends, truth_backends, model_results: Sequence[str],
-               truth_results: Sequence[str], truth_calls: Sequence[str], model_call_steps: int) -> dict[str, Any]:
+def check_turn(
+    turn_index: int,
+    model_backends,
+    truth_backends,
+    model_results: Sequence[str],
+    truth_results: Sequence[str],
+    truth_calls: Sequence[str],
+    model_call_steps: int,
+) -> dict[str, Any]:
     """``multi_turn_checker``'s verdict on one finished turn (see the module docstring)."""
     if not truth_calls:
         return {"valid": True}
     if model_call_steps == 0:
-        return {"valid": False, "error_type": "multi_turn:empty_turn_model_response",
-                "error_message": f"Model response list is empty for turn {turn_index}"}
+        return {
+            "valid": False,
+            "error_type": "multi_turn:empty_turn_model_response",
+            "error_message": f"Model response list is empty for turn {turn_index}",
+        }
     checker = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
     verdict = checker.state_checker(model_backends.instances, truth_backends.instances)
     if verdict["valid"]:

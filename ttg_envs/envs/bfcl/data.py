@@ -65,8 +65,7 @@ def resolve_categories(names: str | Iterable[str]) -> list[str]:
         elif name in CATEGORIES:
             chosen.add(name)
         else:
-            raise ValueError(f"unknown BFCL category or group {name!r}; groups: {sorted(GROUPS)} + 'all'; "
-                             f"categories: {list(CATEGORIES)}")
+            raise ValueError(f"unknown BFCL category or group {name!r}; groups: {sorted(GROUPS)} + 'all'; categories: {list(CATEGORIES)}")
     if not chosen:
         raise ValueError("no BFCL category selected")
     return [c for c in CATEGORIES if c in chosen]
@@ -109,8 +108,7 @@ class BFCLTask:
 
     def info(self) -> dict[str, Any]:
         """The ``info["task"]`` dict."""
-        return {"id": self.id, "type": self.category, "split": self.group, "source": "bfcl-eval",
-                "turns": len(self.turns)}
+        return {"id": self.id, "type": self.category, "split": self.group, "source": "bfcl-eval", "turns": len(self.turns)}
 
 
 def load_tasks(categories: str | Iterable[str] = "all") -> list[BFCLTask]:
@@ -124,8 +122,7 @@ def load_tasks(categories: str | Iterable[str] = "all") -> list[BFCLTask]:
 def _category_tasks(category: str) -> tuple[BFCLTask, ...]:
     utils = bfcl()
     shown = utils.load_dataset_entry(category, include_prereq=False)
-    plain = {e["id"]: e["function"] for e in utils.load_dataset_entry(category, include_prereq=False,
-                                                                      include_language_specific_hint=False)}
+    plain = {e["id"]: e["function"] for e in utils.load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)}
     truth: dict[str, Any] = {}
     if "relevance" not in category:
         truth = {e["id"]: e["ground_truth"] for e in utils.load_ground_truth_entry(category)}

@@ -88,10 +88,17 @@ class BFCLEnv(ToolEnv):
     # types (multi_turn_base_173 closes ticket 'ticket_001' through an "integer" ticket_id).
     check_argument_types = False
 
-    def __init__(self, categories: str | Iterable[str] | None = None, *, split: str | Iterable[str] | None = None,
-                 scoring: str = "official", model_style: str = "fc",
-                 max_steps: int | None = None, max_steps_per_turn: int = MAX_STEPS_PER_TURN,
-                 render_mode: str | None = None):
+    def __init__(
+        self,
+        categories: str | Iterable[str] | None = None,
+        *,
+        split: str | Iterable[str] | None = None,
+        scoring: str = "official",
+        model_style: str = "fc",
+        max_steps: int | None = None,
+        max_steps_per_turn: int = MAX_STEPS_PER_TURN,
+        render_mode: str | None = None,
+    ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if categories is not None and split is not None:
             raise ValueError("give categories or split, not both")
@@ -222,8 +229,18 @@ class BFCLEnv(ToolEnv):
         if episode is None:
             h.update(b"answered" if self.elapsed_steps else b"open")
         else:
-            h.update(json.dumps([episode.turn, episode.turn_steps, episode.call_steps, episode.results,
-                                 [t.name for t in episode.tools], episode.verdicts]).encode())
+            h.update(
+                json.dumps(
+                    [
+                        episode.turn,
+                        episode.turn_steps,
+                        episode.call_steps,
+                        episode.results,
+                        [t.name for t in episode.tools],
+                        episode.verdicts,
+                    ]
+                ).encode()
+            )
             h.update(episode.model.state_digest().encode())
         return h.hexdigest()
 
@@ -259,8 +276,9 @@ class BFCLEnv(ToolEnv):
     def _single_outcome(self, verdict: dict[str, Any], response: ParsedResponse | None) -> StepOutcome:
         success = bool(verdict["valid"])
         observation = "The response was scored by BFCL's checker: " + ("correct." if success else "incorrect.")
-        outcome = StepOutcome(observation=observation, reward=float(success), terminated=True, success=success,
-                              info={"evaluation": verdict})
+        outcome = StepOutcome(
+            observation=observation, reward=float(success), terminated=True, success=success, info={"evaluation": verdict}
+        )
         if response is not None and response.calls:
             if self.official:
                 results = ["Recorded for scoring (single-turn entries are not executed)."] * len(response.calls)
@@ -299,11 +317,17 @@ class BFCLEnv(ToolEnv):
         if episode.turn == len(task.turns) - 1:
             outcome = self._end_turn(ParsedResponse(text))
         else:
-            verdict = {"valid": False, "error_type": "multi_turn:force_terminated",
-                       "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}."}
+            verdict = {
+                "valid": False,
+                "error_type": "multi_turn:force_terminated",
+                "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}.",
+            }
             episode.verdicts.append(verdict)
-            outcome = StepOutcome(observation=f"Turn {episode.turn} went past {self.max_steps_per_turn} steps; the episode is over.",
-                                  terminated=True, info={"evaluation": verdict})
+            outcome = StepOutcome(
+                observation=f"Turn {episode.turn} went past {self.max_steps_per_turn} steps; the episode is over.",
+                terminated=True,
+                info={"evaluation": verdict},
+            )
         outcome.assistant_message, outcome.messages = assistant, messages + [{"role": "user", "content": outcome.observation}]
         return outcome
 
@@ -319,16 +343,24 @@ class BFCLEnv(ToolEnv):
         turn = self._run_calls(response, episode.model.execute)
         episode.call_steps += 1
         episode.results.extend(r for r, e in zip(turn.results, turn.errors) if e is None)
-        outcome = StepOutcome(observation=turn.observation, action_valid=turn.valid, error=turn.error,
-                              assistant_message=turn.assistant_message, messages=turn.messages)
+        outcome = StepOutcome(
+            observation=turn.observation,
+            action_valid=turn.valid,
+            error=turn.error,
+            assistant_message=turn.assistant_message,
+            messages=turn.messages,
+        )
         return self._count_turn_step(outcome)
 
     def _count_turn_step(self, outcome: StepOutcome) -> StepOutcome:
         episode = self._episode
         episode.turn_steps += 1
         if episode.turn_steps > self.max_steps_per_turn:
-            verdict = {"valid": False, "error_type": "multi_turn:force_terminated",
-                       "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}."}
+            verdict = {
+                "valid": False,
+                "error_type": "multi_turn:force_terminated",
+                "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}.",
+            }
             episode.verdicts.append(verdict)
             outcome.terminated = True
             outcome.info = {**(outcome.info or {}), "evaluation": verdict}
@@ -343,18 +375,26 @@ class BFCLEnv(ToolEnv):
             truth_results = [truth.execute_source(call) for call in truth_calls]
         else:
             truth_results = [episode.truth.execute(call) for call in self._truth_calls(truth_calls)]
-        verdict = check_turn(index, episode.model, episode.truth, episode.results, truth_results, truth_calls,
-                             episode.call_steps)
+        verdict = check_turn(index, episode.model, episode.truth, episode.results, truth_results, truth_calls, episode.call_steps)
         episode.verdicts.append(verdict)
         assistant = {"role": "assistant", "content": response.content}
         if not verdict["valid"]:
-            return StepOutcome(observation=f"Turn {index} failed BFCL's check; the episode is over.", terminated=True,
-                               info={"evaluation": verdict}, assistant_message=assistant)
+            return StepOutcome(
+                observation=f"Turn {index} failed BFCL's check; the episode is over.",
+                terminated=True,
+                info={"evaluation": verdict},
+                assistant_message=assistant,
+            )
         episode.turn, episode.turn_steps, episode.call_steps = index + 1, 0, 0
         if episode.turn == len(task.turns):
-            return StepOutcome(observation="All turns passed BFCL's check; the episode is over.", reward=1.0,
-                               terminated=True, success=True, info={"evaluation": {"valid": True}},
-                               assistant_message=assistant)
+            return StepOutcome(
+                observation="All turns passed BFCL's check; the episode is over.",
+                reward=1.0,
+                terminated=True,
+                success=True,
+                info={"evaluation": {"valid": True}},
+                assistant_message=assistant,
+            )
         info: dict[str, Any] = {}
         if episode.turn in task.held_out:
             episode.tools = episode.tools + [self._to_tool(doc) for doc in task.held_out[episode.turn]]
@@ -372,7 +412,7 @@ class BFCLEnv(ToolEnv):
         messages = [m for m in task.turns[index] if m["role"] != "system"]
         # The observation is what the user says last (live entries replay earlier assistant turns).
         last_assistant = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
-        return "\n\n".join(m["content"] for m in messages[last_assistant + 1:])
+        return "\n\n".join(m["content"] for m in messages[last_assistant + 1 :])
 
     def _truth_calls(self, calls: list[str]) -> list[ToolCall]:
         parsed = parse_tool_calls("[" + ", ".join(calls) + "]", tool_index(self._all_tools))

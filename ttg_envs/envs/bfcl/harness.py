@@ -127,8 +127,9 @@ def single_turn_verdict(task: BFCLTask, text: str, style: str) -> dict[str, Any]
         verdict = runner._evaluate_single_relevance_entry(decoder, task.id, result, prompt, CHECKER_MODEL, task.category)
     else:
         language, return_format = _formats(task.category)
-        verdict = runner._evaluate_single_ast_entry(decoder, task.id, result, task.ground_truth, prompt, CHECKER_MODEL,
-                                                    task.category, language, return_format, False)
+        verdict = runner._evaluate_single_ast_entry(
+            decoder, task.id, result, task.ground_truth, prompt, CHECKER_MODEL, task.category, language, return_format, False
+        )
     return {k: verdict[k] for k in ("valid", "error", "error_type") if k in verdict}
 
 
@@ -235,10 +236,20 @@ class _Unsafe(ValueError):
     pass
 
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-           ast.LShift: operator.lshift, ast.RShift: operator.rshift}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
 _MAX_BITS = 1 << 20
 _MAX_LENGTH = 1 << 20

@@ -47,12 +47,11 @@ def single_turn_calls(task: BFCLTask, name=tool_name, source: bool = False) -> l
     docs = {doc["name"]: doc.get("parameters") or {} for doc in task.checker_functions}
     calls = []
     for item in task.ground_truth:
-        (doc_name, params), = item.items()
+        ((doc_name, params),) = item.items()
         schema = docs.get(doc_name, {})
         arguments = _pick(params, set(schema.get("required") or ()))
         if task.category in ("simple_java", "simple_javascript"):
-            arguments = {k: _source(v, (schema.get("properties") or {}).get(k, {}), task.category, source)
-                         for k, v in arguments.items()}
+            arguments = {k: _source(v, (schema.get("properties") or {}).get(k, {}), task.category, source) for k, v in arguments.items()}
         calls.append(ToolCall(name(doc_name), arguments))
     return calls
 
@@ -80,8 +79,7 @@ def _is_options(value: Any) -> bool:
 
 #: Answer strings that are already Java/JavaScript source: a name or dotted path, a number, an array,
 #: object or ``new`` expression, a call.
-_SOURCE_RE = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*|-?\d+(\.\d+)?[fFdDlLn]?|new .*|\[.*\]|\{.*\}|.*\(.*\)",
-                        re.DOTALL)
+_SOURCE_RE = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*|-?\d+(\.\d+)?[fFdDlLn]?|new .*|\[.*\]|\{.*\}|.*\(.*\)", re.DOTALL)
 
 
 def _source(value: Any, schema: dict[str, Any], category: str, quote_strings: bool = False) -> str:

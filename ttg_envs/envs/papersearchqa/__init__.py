@@ -6,15 +6,15 @@ from .policies import ExpertPolicy, NoisyExpertPolicy
 from .scoring import exact_match, normalize_answer
 
 __all__ = [
-           "SPLITS",
-           "SUBSETS",
-           "ExpertPolicy",
-           "NoisyExpertPolicy",
-           "PaperSearchQAEnv",
-           "QATask",
-           "exact_match",
-           "format_passages",
-           "load_tasks",
-           "normalize_answer",
-           "parse_search_action",
+    "SPLITS",
+    "SUBSETS",
+    "ExpertPolicy",
+    "NoisyExpertPolicy",
+    "PaperSearchQAEnv",
+    "QATask",
+    "exact_match",
+    "format_passages",
+    "load_tasks",
+    "normalize_answer",
+    "parse_search_action",
 ]

@@ -39,8 +39,15 @@ class QATask:
 
     def info(self) -> dict[str, Any]:
         """The ``info["task"]`` dict (without the answers)."""
-        return {"id": self.id, "type": self.subset, "split": self.split, "source": self.source,
-                "question": self.question, "category": self.category, "pmid": self.pmid}
+        return {
+            "id": self.id,
+            "type": self.subset,
+            "split": self.split,
+            "source": self.source,
+            "question": self.question,
+            "category": self.category,
+            "pmid": self.pmid,
+        }
 
 
 def task_from_row(row: dict[str, Any], *, id: str, split: str, source: str) -> QATask:
@@ -56,8 +63,7 @@ def task_from_row(row: dict[str, Any], *, id: str, split: str, source: str) -> Q
         answers.insert(0, str(row["answer"]))
     original = str(row.get("question_original") or question).strip()
     subset = "paraphrased" if original != question else "original"
-    return QATask(id, question, tuple(answers), split, subset, source, str(row.get("pmid") or ""),
-                  str(row.get("cat") or ""))
+    return QATask(id, question, tuple(answers), split, subset, source, str(row.get("pmid") or ""), str(row.get("cat") or ""))
 
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -70,8 +76,9 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     return list(read_jsonl(path))
 
 
-def load_tasks(split: str = "test", *, subset: str = "all", source: str = "bundled",
-               questions: str | os.PathLike | None = None) -> list[QATask]:
+def load_tasks(
+    split: str = "test", *, subset: str = "all", source: str = "bundled", questions: str | os.PathLike | None = None
+) -> list[QATask]:
     """The tasks of a split in file order (``{split}-{row:05d}`` ids), filtered to ``subset``.
 
     ``questions``: a released split file (e.g. ``test-00000-of-00001.parquet``); then ``split``
@@ -92,6 +99,4 @@ def load_tasks(split: str = "test", *, subset: str = "all", source: str = "bundl
 
 @lru_cache(maxsize=16)
 def _tasks_from_file(path: str, split: str, source: str) -> tuple[QATask, ...]:
-    return tuple(task_from_row(row, id=f"{split}-{i:05d}", split=split, source=source)
-                 for i, row in enumerate(read_rows(path)))
-
+    return tuple(task_from_row(row, id=f"{split}-{i:05d}", split=split, source=source) for i, row in enumerate(read_rows(path)))

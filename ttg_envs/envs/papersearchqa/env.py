@@ -61,8 +61,11 @@ def parse_search_action(text: str) -> ParsedAction:
     """
     found = _first_block(text)
     if not isinstance(found, tuple):
-        why = (f"the <{found}> block is not closed with </{found}>" if found
-               else "no <search>...</search> or <answer>...</answer> block was found")
+        why = (
+            f"the <{found}> block is not closed with </{found}>"
+            if found
+            else "no <search>...</search> or <answer>...</answer> block was found"
+        )
         return ParsedAction(None, f"Invalid response: {why}. Write {_FORMAT}.")
     kind, start, end = found
     body = " ".join(text[start:end].split())
@@ -102,11 +105,21 @@ class PaperSearchQAEnv(TextEnv):
 
     default_max_steps = 6
 
-    def __init__(self, split: str = "test", *, subset: str = "all", source: str = "bundled",
-                 questions: str | os.PathLike | None = None, corpus: str | os.PathLike | None = None,
-                 retriever: str | Retriever = "bm25s", retriever_kwargs: dict[str, Any] | None = None,
-                 topk: int = 3, max_steps: int | None = None, render_mode: str | None = None,
-                 action_format: str = "strict"):
+    def __init__(
+        self,
+        split: str = "test",
+        *,
+        subset: str = "all",
+        source: str = "bundled",
+        questions: str | os.PathLike | None = None,
+        corpus: str | os.PathLike | None = None,
+        retriever: str | Retriever = "bm25s",
+        retriever_kwargs: dict[str, Any] | None = None,
+        topk: int = 3,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+        action_format: str = "strict",
+    ):
         super().__init__(max_steps=max_steps, render_mode=render_mode, action_format=action_format)
         self.tasks: list[QATask] = load_tasks(split, subset=subset, source=source, questions=questions)
         if topk < 1:
@@ -154,12 +167,10 @@ class PaperSearchQAEnv(TextEnv):
             hits = self.retriever.search(body, self.topk)
             ids = [h.document.id for h in hits]
             self._retrieved.append(tuple(ids))
-            return StepOutcome(observation=f"<information>{format_passages(hits)}</information>",
-                               info={"retrieved_ids": ids})
+            return StepOutcome(observation=f"<information>{format_passages(hits)}</information>", info={"retrieved_ids": ids})
         self._answer = body
         won = exact_match(body, self.current_task.answers)
-        return StepOutcome(observation="Your answer has been recorded.", reward=1.0 if won else 0.0,
-                           terminated=True, success=won)
+        return StepOutcome(observation="Your answer has been recorded.", reward=1.0 if won else 0.0, terminated=True, success=won)
 
     def _state_key(self) -> str:
         # The knowledge state: which passages the agent has seen, and its answer once given.

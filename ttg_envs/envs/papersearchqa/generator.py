@@ -51,40 +51,173 @@ CATEGORIES = {
     9: "Anatomical / cellular structures & localisation",
 }
 
-_ONSETS = ["b", "br", "d", "dr", "f", "g", "gr", "k", "kr", "l", "m", "n", "p", "pr", "r", "s", "st", "t",
-           "tr", "v", "z", "th", "ch", "sh", "h", "j"]
+_ONSETS = [
+    "b",
+    "br",
+    "d",
+    "dr",
+    "f",
+    "g",
+    "gr",
+    "k",
+    "kr",
+    "l",
+    "m",
+    "n",
+    "p",
+    "pr",
+    "r",
+    "s",
+    "st",
+    "t",
+    "tr",
+    "v",
+    "z",
+    "th",
+    "ch",
+    "sh",
+    "h",
+    "j",
+]
 _VOWELS = ["a", "e", "i", "o", "u", "ae", "io", "ei", "ou", "y"]
 _CODAS = ["", "", "n", "r", "l", "s", "th", "x", "m", "k", "nd", "rt"]
 
-SYMPTOMS = ["progressive ataxia", "early-onset cataracts", "sensorineural hearing loss", "recurrent fevers",
-            "muscle weakness", "hepatosplenomegaly", "cardiac arrhythmia", "skeletal dysplasia", "seizures",
-            "chronic diarrhoea", "photosensitive rash", "renal cysts", "intellectual disability", "anaemia",
-            "peripheral neuropathy", "retinal degeneration", "joint hypermobility", "hypoglycaemia"]
+SYMPTOMS = [
+    "progressive ataxia",
+    "early-onset cataracts",
+    "sensorineural hearing loss",
+    "recurrent fevers",
+    "muscle weakness",
+    "hepatosplenomegaly",
+    "cardiac arrhythmia",
+    "skeletal dysplasia",
+    "seizures",
+    "chronic diarrhoea",
+    "photosensitive rash",
+    "renal cysts",
+    "intellectual disability",
+    "anaemia",
+    "peripheral neuropathy",
+    "retinal degeneration",
+    "joint hypermobility",
+    "hypoglycaemia",
+]
 INHERITANCE = ["autosomal recessive", "autosomal dominant", "X-linked"]
 MODELS = ["zebrafish", "mice", "Drosophila", "Xenopus embryos", "patient-derived fibroblasts", "iPSC-derived neurons"]
-OUTCOMES = ["hospital admissions", "relapse rates", "symptom scores", "mortality at one year", "viral load",
-            "the frequency of flares", "serum triglycerides", "the need for transfusion", "pain scores"]
-CELL_TYPES = ["hepatocytes", "cardiomyocytes", "cortical neurons", "podocytes", "keratinocytes", "T lymphocytes",
-              "osteoclasts", "pancreatic beta cells", "alveolar macrophages", "enterocytes", "oocytes", "astrocytes"]
-STRUCTURES = ["inner mitochondrial membrane", "nucleolus", "primary cilium", "Golgi apparatus", "lysosome",
-              "endoplasmic reticulum", "nuclear envelope", "peroxisome", "centrosome", "plasma membrane",
-              "stress granules", "tight junctions", "focal adhesions", "synaptic vesicles", "P-bodies",
-              "outer mitochondrial membrane", "lipid droplets", "midbody"]
-METHOD_VERBS = [("compressing", "compress"), ("aligning", "align"), ("deconvolving", "deconvolve"),
-                ("imputing", "impute"), ("phasing", "phase"), ("annotating", "annotate"), ("clustering", "cluster"),
-                ("denoising", "denoise"), ("visualising", "visualise"), ("normalising", "normalise")]
-DATA_TYPES = ["single-cell ATAC-seq fragments", "long-read methylation calls", "spatial transcriptomics spots",
-              "Hi-C contact maps", "cryo-EM particle stacks", "metagenomic bins", "ribosome profiling reads",
-              "CRISPR screen counts", "mass cytometry events", "nanopore direct RNA reads", "exome variant calls",
-              "bisulfite sequencing reads", "proteomics spectra", "lineage tracing barcodes", "CUT&Tag profiles"]
-DB_CONTENTS = ["enzyme kinetic parameters of {x} pathways", "antibody epitopes of {x} viruses",
-               "splice variants of {x} genes", "drug-target interactions in {x} tissue",
-               "protein complexes of {x} organisms", "regulatory elements active in {x} cells",
-               "clinical variants of {x} channels", "microbial metabolites detected in {x} samples"]
-DB_QUALIFIERS = ["cardiac", "plant", "marine", "bacterial", "neuronal", "hepatic", "tumour", "fungal", "insect",
-                 "renal", "placental", "retinal", "ancient", "soil", "oral", "pulmonary"]
-REGIONS = ["the Andean highlands", "coastal Ghana", "northern Finland", "the Mekong delta", "rural Bavaria",
-           "southern Chile", "the Nile valley", "Sulawesi", "Hokkaido", "the Scottish Highlands"]
+OUTCOMES = [
+    "hospital admissions",
+    "relapse rates",
+    "symptom scores",
+    "mortality at one year",
+    "viral load",
+    "the frequency of flares",
+    "serum triglycerides",
+    "the need for transfusion",
+    "pain scores",
+]
+CELL_TYPES = [
+    "hepatocytes",
+    "cardiomyocytes",
+    "cortical neurons",
+    "podocytes",
+    "keratinocytes",
+    "T lymphocytes",
+    "osteoclasts",
+    "pancreatic beta cells",
+    "alveolar macrophages",
+    "enterocytes",
+    "oocytes",
+    "astrocytes",
+]
+STRUCTURES = [
+    "inner mitochondrial membrane",
+    "nucleolus",
+    "primary cilium",
+    "Golgi apparatus",
+    "lysosome",
+    "endoplasmic reticulum",
+    "nuclear envelope",
+    "peroxisome",
+    "centrosome",
+    "plasma membrane",
+    "stress granules",
+    "tight junctions",
+    "focal adhesions",
+    "synaptic vesicles",
+    "P-bodies",
+    "outer mitochondrial membrane",
+    "lipid droplets",
+    "midbody",
+]
+METHOD_VERBS = [
+    ("compressing", "compress"),
+    ("aligning", "align"),
+    ("deconvolving", "deconvolve"),
+    ("imputing", "impute"),
+    ("phasing", "phase"),
+    ("annotating", "annotate"),
+    ("clustering", "cluster"),
+    ("denoising", "denoise"),
+    ("visualising", "visualise"),
+    ("normalising", "normalise"),
+]
+DATA_TYPES = [
+    "single-cell ATAC-seq fragments",
+    "long-read methylation calls",
+    "spatial transcriptomics spots",
+    "Hi-C contact maps",
+    "cryo-EM particle stacks",
+    "metagenomic bins",
+    "ribosome profiling reads",
+    "CRISPR screen counts",
+    "mass cytometry events",
+    "nanopore direct RNA reads",
+    "exome variant calls",
+    "bisulfite sequencing reads",
+    "proteomics spectra",
+    "lineage tracing barcodes",
+    "CUT&Tag profiles",
+]
+DB_CONTENTS = [
+    "enzyme kinetic parameters of {x} pathways",
+    "antibody epitopes of {x} viruses",
+    "splice variants of {x} genes",
+    "drug-target interactions in {x} tissue",
+    "protein complexes of {x} organisms",
+    "regulatory elements active in {x} cells",
+    "clinical variants of {x} channels",
+    "microbial metabolites detected in {x} samples",
+]
+DB_QUALIFIERS = [
+    "cardiac",
+    "plant",
+    "marine",
+    "bacterial",
+    "neuronal",
+    "hepatic",
+    "tumour",
+    "fungal",
+    "insect",
+    "renal",
+    "placental",
+    "retinal",
+    "ancient",
+    "soil",
+    "oral",
+    "pulmonary",
+]
+REGIONS = [
+    "the Andean highlands",
+    "coastal Ghana",
+    "northern Finland",
+    "the Mekong delta",
+    "rural Bavaria",
+    "southern Chile",
+    "the Nile valley",
+    "Sulawesi",
+    "Hokkaido",
+    "the Scottish Highlands",
+]
 CONDITIONS_WORD = ["syndrome", "disease", "dystrophy", "fever", "myopathy", "encephalopathy", "nephropathy"]
 
 
@@ -164,8 +297,7 @@ class Names:
     def tool(self) -> str:
         """An invented CamelCase software name."""
         r = self.rng
-        return self._unique(lambda: r.choice(["Deep", "Seq", "Fast", "Sc", "Bio", "Meta", "Graph", "Vel"])
-                            + self._word(2).capitalize())
+        return self._unique(lambda: r.choice(["Deep", "Seq", "Fast", "Sc", "Bio", "Meta", "Graph", "Vel"]) + self._word(2).capitalize())
 
     def database(self) -> str:
         """An invented database name."""
@@ -215,8 +347,7 @@ def _genetic(n: Names, r: random.Random) -> Fact:
         f"performed in a minority of cases and the registry does not report which genes were analysed.",
     )
     q = f"Which gene is mutated in {disease}?"
-    p = r.choice([f"Mutations in what gene are responsible for {disease}?",
-                  f"{disease} results from variants in which gene?"])
+    p = r.choice([f"Mutations in what gene are responsible for {disease}?", f"{disease} results from variants in which gene?"])
     return Fact(1, q, p, gene, [gene, full], source, [decoy, decoy2])
 
 
@@ -242,8 +373,12 @@ def _therapeutic(n: Names, r: random.Random) -> Fact:
         f"evaluated, and guidelines are being revised.",
     )
     q = f"Which drug reduced {outcome} in patients with {disease} in the {trial} trial?"
-    p = r.choice([f"In the {trial} study of {disease}, what medication lowered {outcome}?",
-                  f"What medication decreased {outcome} among {disease} patients enrolled in {trial}?"])
+    p = r.choice(
+        [
+            f"In the {trial} study of {disease}, what medication lowered {outcome}?",
+            f"What medication decreased {outcome} among {disease} patients enrolled in {trial}?",
+        ]
+    )
     return Fact(2, q, p, drug, [drug], source, [decoy, decoy2])
 
 
@@ -268,8 +403,12 @@ def _protein(n: Names, r: random.Random) -> Fact:
         f"angstrom resolution. Serines {site} and {other_site} lie on a flexible loop accessible to kinases.",
     )
     q = f"Which kinase phosphorylates {substrate} at serine {site}?"
-    p = r.choice([f"Serine {site} of {substrate} is phosphorylated by what kinase?",
-                  f"What kinase is responsible for phosphorylating residue S{site} of {substrate}?"])
+    p = r.choice(
+        [
+            f"Serine {site} of {substrate} is phosphorylated by what kinase?",
+            f"What kinase is responsible for phosphorylating residue S{site} of {substrate}?",
+        ]
+    )
     return Fact(3, q, p, kinase, [kinase, kfull], source, [decoy, decoy2])
 
 
@@ -293,8 +432,7 @@ def _method(n: Names, r: random.Random, used_tasks: set) -> Fact:
         f"interpretation. We compared {r.randint(8, 30)} published pipelines and give recommendations.",
     )
     q = f"Which algorithm has been proposed for {ing} {data}?"
-    p = r.choice([f"What computational method was developed to {verb} {data}?",
-                  f"Name the software tool designed to {verb} {data}."])
+    p = r.choice([f"What computational method was developed to {verb} {data}?", f"Name the software tool designed to {verb} {data}."])
     return Fact(4, q, p, tool, [tool], source, [decoy, decoy2])
 
 
@@ -320,8 +458,7 @@ def _pathogen(n: Names, r: random.Random) -> Fact:
         f"{disease}. Seroprevalence was {r.randint(2, 40)}% and rose with age and rural residence.",
     )
     q = f"What organism causes {disease}?"
-    p = r.choice([f"{disease} is caused by which pathogen?",
-                  f"Which microorganism is the causative agent of {disease}?"])
+    p = r.choice([f"{disease} is caused by which pathogen?", f"Which microorganism is the causative agent of {disease}?"])
     return Fact(5, q, p, org, [org, abbrev], source, [decoy, decoy2])
 
 
@@ -345,8 +482,12 @@ def _biomarker(n: Names, r: random.Random) -> Fact:
         f"at 4 degrees and after {r.randint(2, 5)} freeze-thaw cycles.",
     )
     q = f"{fluid} {marker} is a biomarker for what disease?"
-    p = r.choice([f"Elevated {fluid.lower()} levels of {marker} indicate which condition?",
-                  f"Which disease can be diagnosed by measuring {marker} in {fluid.lower()} samples?"])
+    p = r.choice(
+        [
+            f"Elevated {fluid.lower()} levels of {marker} indicate which condition?",
+            f"Which disease can be diagnosed by measuring {marker} in {fluid.lower()} samples?",
+        ]
+    )
     return Fact(6, q, p, disease, [disease], source, [decoy, decoy2])
 
 
@@ -370,8 +511,7 @@ def _database(n: Names, r: random.Random, used: set[str]) -> Fact:
         f"{r.randint(10, 40)} databases and discuss curation standards.",
     )
     q = f"Which database catalogues {content}?"
-    p = r.choice([f"What curated resource collects {content}?",
-                  f"Name the manually curated database of {content}."])
+    p = r.choice([f"What curated resource collects {content}?", f"Name the manually curated database of {content}."])
     return Fact(7, q, p, db, [db], source, [decoy, decoy2])
 
 
@@ -395,8 +535,9 @@ def _scale(n: Names, r: random.Random) -> Fact:
         f"{r.choice(['good', 'moderate', 'excellent'])} (kappa 0.{r.randint(55, 92)}).",
     )
     q = f"What can be predicted with the {name} score?"
-    p = r.choice([f"The {name} score is used to estimate the risk of which condition?",
-                  f"Which condition does the {name} scoring system predict?"])
+    p = r.choice(
+        [f"The {name} score is used to estimate the risk of which condition?", f"Which condition does the {name} scoring system predict?"]
+    )
     return Fact(8, q, p, disease, [disease], source, [decoy, decoy2])
 
 
@@ -421,8 +562,9 @@ def _localisation(n: Names, r: random.Random) -> Fact:
         f"{r.choice(CELL_TYPES)} and {r.choice(CELL_TYPES)}.",
     )
     q = f"Where is {protein} localized in {cell}?"
-    p = r.choice([f"In {cell}, to which cellular compartment does {protein} localise?",
-                  f"Which subcellular structure of {cell} contains {protein}?"])
+    p = r.choice(
+        [f"In {cell}, to which cellular compartment does {protein} localise?", f"Which subcellular structure of {cell} contains {protein}?"]
+    )
     return Fact(9, q, p, where, [where], source, [decoy, decoy2])
 
 
@@ -433,9 +575,15 @@ def generate(seed: int = 0) -> tuple[list[dict], dict[str, list[dict]], dict[str
     used_tasks: set = set()
     used_dbs: set[str] = set()
     makers = [
-        lambda r: _genetic(names, r), lambda r: _therapeutic(names, r), lambda r: _protein(names, r),
-        lambda r: _method(names, r, used_tasks), lambda r: _pathogen(names, r), lambda r: _biomarker(names, r),
-        lambda r: _database(names, r, used_dbs), lambda r: _scale(names, r), lambda r: _localisation(names, r),
+        lambda r: _genetic(names, r),
+        lambda r: _therapeutic(names, r),
+        lambda r: _protein(names, r),
+        lambda r: _method(names, r, used_tasks),
+        lambda r: _pathogen(names, r),
+        lambda r: _biomarker(names, r),
+        lambda r: _database(names, r, used_dbs),
+        lambda r: _scale(names, r),
+        lambda r: _localisation(names, r),
     ]
     facts = {split: [makers[i % len(makers)](rng) for i in range(count)] for split, count in SPLIT_FACTS.items()}
     for split_facts in facts.values():
@@ -461,8 +609,15 @@ def generate(seed: int = 0) -> tuple[list[dict], dict[str, list[dict]], dict[str
         original, paraphrased = [], []
         for i, fact in enumerate(split_facts):
             pmid, title = source_pmid[(split, i)]
-            base = {"answer": fact.answer, "golden_answers": fact.golden_answers, "question_original": fact.question,
-                    "pmid": pmid, "paper_title": title, "cat_num": str(fact.cat_num), "cat": CATEGORIES[fact.cat_num]}
+            base = {
+                "answer": fact.answer,
+                "golden_answers": fact.golden_answers,
+                "question_original": fact.question,
+                "pmid": pmid,
+                "paper_title": title,
+                "cat_num": str(fact.cat_num),
+                "cat": CATEGORIES[fact.cat_num],
+            }
             if split == "test":
                 original.append({"question": fact.question, **base})
                 paraphrased.append({"question": fact.paraphrase, **base})
@@ -481,8 +636,10 @@ def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
     """Write the bundle files into ``out``; return each file's sha256."""
     corpus, rows, lookup = generate(seed)
     out.mkdir(parents=True, exist_ok=True)
-    files = {"corpus.jsonl.gz": _gzip_lines(corpus),
-             "pubmed-lookupPMID.json": (json.dumps(lookup, sort_keys=True, indent=0) + "\n").encode()}
+    files = {
+        "corpus.jsonl.gz": _gzip_lines(corpus),
+        "pubmed-lookupPMID.json": (json.dumps(lookup, sort_keys=True, indent=0) + "\n").encode(),
+    }
     for split, split_rows in rows.items():
         files[f"{split}.jsonl.gz"] = _gzip_lines(split_rows)
     hashes = {}
@@ -490,9 +647,13 @@ def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
         (out / name).write_bytes(data)
         hashes[name] = hashlib.sha256(data).hexdigest()
     manifest = {
-        "generator": "ttg_envs.envs.papersearchqa.generator", "generator_version": GENERATOR_VERSION,
-        "seed": seed, "synthetic": True, "documents": len(corpus),
-        "rows": {split: len(r) for split, r in rows.items()}, "sha256": hashes,
+        "generator": "ttg_envs.envs.papersearchqa.generator",
+        "generator_version": GENERATOR_VERSION,
+        "seed": seed,
+        "synthetic": True,
+        "documents": len(corpus),
+        "rows": {split: len(r) for split, r in rows.items()},
+        "sha256": hashes,
     }
     write_manifest(out / "MANIFEST.json", manifest)
     return hashes

@@ -7,5 +7,16 @@ from .gold import UserTurn, gold_plan
 from .policies import GoldPolicy, make_policy
 from .users import LLMUser, ScriptedUser
 
-__all__ = ["ChatEndpoint", "DOMAINS", "EndpointError", "GoldPolicy", "LLMUser", "ScriptedUser", "Tau2Env", "UserTurn",
-           "gold_plan", "load_tasks", "make_policy"]
+__all__ = [
+    "ChatEndpoint",
+    "DOMAINS",
+    "EndpointError",
+    "GoldPolicy",
+    "LLMUser",
+    "ScriptedUser",
+    "Tau2Env",
+    "UserTurn",
+    "gold_plan",
+    "load_tasks",
+    "make_policy",
+]

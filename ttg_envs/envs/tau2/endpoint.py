@@ -41,8 +41,10 @@ class ChatEndpoint:
         self.model = self.model or os.environ.get("TTG_USER_MODEL")
         self.api_key = self.api_key or os.environ.get("TTG_USER_API_KEY") or os.environ.get("OPENAI_API_KEY")
         if not self.base_url or not self.model:
-            raise ValueError("the LLM user needs an OpenAI-compatible endpoint: pass user_base_url and user_model "
-                             "(or set TTG_USER_BASE_URL and TTG_USER_MODEL), or use user='gold' for the scripted user")
+            raise ValueError(
+                "the LLM user needs an OpenAI-compatible endpoint: pass user_base_url and user_model "
+                "(or set TTG_USER_BASE_URL and TTG_USER_MODEL), or use user='gold' for the scripted user"
+            )
 
     def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The assistant message (``content``, ``tool_calls``) of one chat completion."""
@@ -52,8 +54,9 @@ class ChatEndpoint:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
-                                         headers=headers, method="POST")
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 payload = json.loads(response.read().decode())

@@ -33,8 +33,15 @@ from .users import LLMUser, ScriptedUser
 #: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
 GREETING = "Hi! How can I help you today?"
 #: Message fields left out of the state key: wall-clock, bookkeeping and call ids.
-_VOLATILE = {"timestamp": True, "turn_idx": True, "cost": True, "usage": True, "raw_data": True, "id": True,
-             "tool_calls": {"__all__": {"id"}}}
+_VOLATILE = {
+    "timestamp": True,
+    "turn_idx": True,
+    "cost": True,
+    "usage": True,
+    "raw_data": True,
+    "id": True,
+    "tool_calls": {"__all__": {"id"}},
+}
 #: User options that need no endpoint.
 SCRIPTED_USERS = ("gold", "gold_drop_last")
 
@@ -76,10 +83,21 @@ class Tau2Env(ToolEnv):
     #: episode goes on. ``None``: no limit. Other tools run here, decimal/mpmath state restored.
     tool_timeout: float | None = 10.0
 
-    def __init__(self, domain: str = "retail", split: str = "base", *, user: str | Callable[..., Any] = "llm",
-                 user_base_url: str | None = None, user_model: str | None = None, user_api_key: str | None = None,
-                 user_sampling: dict[str, Any] | None = None, max_errors: int = 10, max_user_tool_rounds: int = 10,
-                 max_steps: int | None = None, render_mode: str | None = None):
+    def __init__(
+        self,
+        domain: str = "retail",
+        split: str = "base",
+        *,
+        user: str | Callable[..., Any] = "llm",
+        user_base_url: str | None = None,
+        user_model: str | None = None,
+        user_api_key: str | None = None,
+        user_sampling: dict[str, Any] | None = None,
+        max_errors: int = 10,
+        max_user_tool_rounds: int = 10,
+        max_steps: int | None = None,
+        render_mode: str | None = None,
+    ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         check_domain(domain, split)
         if not (callable(user) or user == "llm" or user in SCRIPTED_USERS):
@@ -122,9 +140,11 @@ class Tau2Env(ToolEnv):
         environment = new_environment(self.domain)
         initial = task.initial_state
         history = copy.deepcopy(initial.message_history) if initial is not None and initial.message_history else []
-        environment.set_state(initialization_data=initial.initialization_data if initial else None,
-                              initialization_actions=initial.initialization_actions if initial else None,
-                              message_history=history)
+        environment.set_state(
+            initialization_data=initial.initialization_data if initial else None,
+            initialization_actions=initial.initialization_actions if initial else None,
+            message_history=history,
+        )
         self._episode = _Episode(environment, self._make_user(task, environment))
         if not history:
             history = [messages.AssistantMessage(role="assistant", content=GREETING)]
@@ -156,8 +176,14 @@ class Tau2Env(ToolEnv):
             return StepOutcome(observation=observation, assistant_message=assistant)
         evaluation = self._evaluate()
         reward = float(evaluation.get("reward") or 0.0)
-        return StepOutcome(observation=observation, reward=reward, terminated=True, success=reward == 1.0,
-                           info={"evaluation": evaluation}, assistant_message=assistant)
+        return StepOutcome(
+            observation=observation,
+            reward=reward,
+            terminated=True,
+            success=reward == 1.0,
+            info={"evaluation": evaluation},
+            assistant_message=assistant,
+        )
 
     def _state_key(self) -> str:
         episode = self._episode
@@ -213,17 +239,26 @@ class Tau2Env(ToolEnv):
 
         turn = self._run_calls(response, execute)
         if executed:
-            self._record(messages.AssistantMessage(role="assistant", content=response.message or None,
-                                                   tool_calls=[c for c, _ in executed]))
+            self._record(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[c for c, _ in executed]))
             for _, result in executed:
                 self._record(result)
         episode.errors += sum(e is not None for e in turn.errors) + sum(r.error for _, r in executed)
-        outcome = StepOutcome(observation=turn.observation, action_valid=turn.valid, error=turn.error,
-                              assistant_message=turn.assistant_message, messages=turn.messages)
+        outcome = StepOutcome(
+            observation=turn.observation,
+            action_valid=turn.valid,
+            error=turn.error,
+            assistant_message=turn.assistant_message,
+            messages=turn.messages,
+        )
         if episode.errors >= self.max_errors:
             outcome.terminated = True
-            outcome.info = {"evaluation": {"reward": 0.0, "termination_reason": "too_many_errors",
-                                           "note": f"{episode.errors} tool errors (limit {self.max_errors})"}}
+            outcome.info = {
+                "evaluation": {
+                    "reward": 0.0,
+                    "termination_reason": "too_many_errors",
+                    "note": f"{episode.errors} tool errors (limit {self.max_errors})",
+                }
+            }
         return outcome
 
     def _tool_response(self, environment: Any, tool_call: Any) -> Any:
@@ -239,7 +274,8 @@ class Tau2Env(ToolEnv):
         if status == "ok":
             return value
         return tau2("tau2.data_model.message").ToolMessage(
-            id=tool_call.id, content=f"Error: {value[1]}", requestor=tool_call.requestor, role="tool", error=True)
+            id=tool_call.id, content=f"Error: {value[1]}", requestor=tool_call.requestor, role="tool", error=True
+        )
 
     def _user_turn(self, incoming: list[Any]) -> str:
         episode = self._episode
@@ -276,16 +312,27 @@ class Tau2Env(ToolEnv):
         tasks_module = tau2("tau2.data_model.tasks")
         criteria = task.evaluation_criteria
         if criteria is not None and tasks_module.RewardType.NL_ASSERTION in criteria.reward_basis:
-            return {"reward": 0.0, "skipped": ["NL_ASSERTION"],
-                    "note": "the task's reward needs tau2's LLM judge of natural-language assertions, not run here"}
+            return {
+                "reward": 0.0,
+                "skipped": ["NL_ASSERTION"],
+                "note": "the task's reward needs tau2's LLM judge of natural-language assertions, not run here",
+            }
         trajectory = [m.model_copy(update={"turn_idx": i}) for i, m in enumerate(self._episode.trajectory)]
         now = trajectory[-1].timestamp
-        run = simulation.SimulationRun(id=str(uuid.uuid4()), task_id=task.id, start_time=now, end_time=now, duration=0.0,
-                                       termination_reason=simulation.TerminationReason.USER_STOP, messages=trajectory)
+        run = simulation.SimulationRun(
+            id=str(uuid.uuid4()),
+            task_id=task.id,
+            start_time=now,
+            end_time=now,
+            duration=0.0,
+            termination_reason=simulation.TerminationReason.USER_STOP,
+            messages=trajectory,
+        )
         try:
             with _quiet():
-                info = evaluator.evaluate_simulation(simulation=run, task=task, evaluation_type=evaluator.EvaluationType.ALL,
-                                                     solo_mode=False, domain=self.domain)
+                info = evaluator.evaluate_simulation(
+                    simulation=run, task=task, evaluation_type=evaluator.EvaluationType.ALL, solo_mode=False, domain=self.domain
+                )
         except Exception as exc:  # e.g. an env assertion on a record the conversation never created
             return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
         return info.model_dump(mode="json")
@@ -295,8 +342,7 @@ def _is_generic(environment: Any, tool_call: Any) -> bool:
     """True for a tool that reads and writes no domain state (tau2's ``ToolType.GENERIC``)."""
     toolkit = environment.user_tools if tool_call.requestor == "user" else environment.tools
     try:
-        return toolkit is not None and toolkit.has_tool(tool_call.name) and \
-            toolkit.tool_type(tool_call.name).value == "generic"
+        return toolkit is not None and toolkit.has_tool(tool_call.name) and toolkit.tool_type(tool_call.name).value == "generic"
     except (AttributeError, KeyError):
         return False
 
@@ -311,8 +357,10 @@ def _openai_message(message: Any) -> dict[str, Any] | None:
     if message.role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
         if message.tool_calls:
-            out["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                                 for c in message.tool_calls]
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for c in message.tool_calls
+            ]
         return out
     if message.role == "user":
         return None if message.is_tool_call() else {"role": "user", "content": message.content}

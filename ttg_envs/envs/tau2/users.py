@@ -30,8 +30,9 @@ class LLMUser:
     """
 
     def __init__(self, task: Any, user_tools: Sequence[Any] | None, endpoint: ChatEndpoint):
-        simulator = tau2("tau2.user.user_simulator").UserSimulator(tools=list(user_tools) if user_tools else None,
-                                                                   instructions=str(task.user_scenario))
+        simulator = tau2("tau2.user.user_simulator").UserSimulator(
+            tools=list(user_tools) if user_tools else None, instructions=str(task.user_scenario)
+        )
         self.endpoint = endpoint
         self.tool_schemas = [t.openai_schema for t in user_tools] if user_tools else []
         self.state = simulator.get_init_state()
@@ -43,9 +44,11 @@ class LLMUser:
         prompt = tau2("tau2.utils.llm_utils").to_litellm_messages(self.state.system_messages + self.state.flip_roles())
         reply = self.endpoint.complete(prompt, self.tool_schemas)
         calls = [_call(c) for c in reply.get("tool_calls") or []]
-        message = message_module.UserMessage(role="user", content=reply.get("content") or None,
-                                             tool_calls=[message_module.ToolCall(id=c.id, name=c.name, arguments=c.arguments,
-                                                                                 requestor="user") for c in calls] or None)
+        message = message_module.UserMessage(
+            role="user",
+            content=reply.get("content") or None,
+            tool_calls=[message_module.ToolCall(id=c.id, name=c.name, arguments=c.arguments, requestor="user") for c in calls] or None,
+        )
         self.state.messages.append(message)
         return message
 
@@ -81,8 +84,10 @@ class ScriptedUser:
         turn = self.turns[self.position]
         if turn.calls and not self.calls_made:
             self.calls_made = True
-            return message_module.UserMessage(role="user", tool_calls=[
-                message_module.ToolCall(id="", name=c.name, arguments=dict(c.arguments), requestor="user") for c in turn.calls])
+            return message_module.UserMessage(
+                role="user",
+                tool_calls=[message_module.ToolCall(id="", name=c.name, arguments=dict(c.arguments), requestor="user") for c in turn.calls],
+            )
         self.position += 1
         self.calls_made = False
         return message_module.UserMessage(role="user", content=turn.text)

@@ -66,9 +66,7 @@ class AdmissibleGenerator:
                 node = node.setdefault(token, {})
         return root
 
-    def generate(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
-    ) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
         """See :class:`~ttg_envs.training.actor.rollout.TokenGenerator`."""
         import torch
 
@@ -77,8 +75,8 @@ class AdmissibleGenerator:
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros_like(ids)
         for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt):] = torch.tensor(list(prompt))
-            attention[row, width - len(prompt):] = 1
+            ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
+            attention[row, width - len(prompt) :] = 1
         every = list(range(len(self.tokenizer)))
 
         def allowed(row: int, sequence: Any) -> list[int]:
@@ -97,8 +95,13 @@ class AdmissibleGenerator:
         self.model.eval()
         with torch.no_grad():
             out = self.model.generate(
-                input_ids=ids.to(device), attention_mask=attention.to(device), max_new_tokens=max_new_tokens,
-                pad_token_id=self.pad_id, eos_token_id=self.eos, prefix_allowed_tokens_fn=allowed, **sampling,
+                input_ids=ids.to(device),
+                attention_mask=attention.to(device),
+                max_new_tokens=max_new_tokens,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos,
+                prefix_allowed_tokens_fn=allowed,
+                **sampling,
             )
         self.model.train(was_training)
         result = []

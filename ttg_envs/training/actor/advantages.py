@@ -48,13 +48,23 @@ def pad_rows(rows: Sequence[Sequence[Any]], width: int, fill: float) -> np.ndarr
     return out
 
 
-def step_advantages(estimator: str, rewards: Any, groups: Any, steps: Sequence[int], *,
-                    can_complete: Sequence[Sequence[bool]] | None = None,
-                    remaining: Sequence[Sequence[float | None]] | None = None,
-                    valid: Sequence[Sequence[bool]] | None = None, success: Sequence[bool] | None = None,
-                    n_tokens: Sequence[Sequence[int]] | None = None, state_keys: Sequence[Sequence[Any]] | None = None,
-                    failure_cost: float = DEFAULT_SETTINGS.failure_cost, rho: float = 0.2, cap: float = 5.0,
-                    token_step: Any = None) -> torch.Tensor:
+def step_advantages(
+    estimator: str,
+    rewards: Any,
+    groups: Any,
+    steps: Sequence[int],
+    *,
+    can_complete: Sequence[Sequence[bool]] | None = None,
+    remaining: Sequence[Sequence[float | None]] | None = None,
+    valid: Sequence[Sequence[bool]] | None = None,
+    success: Sequence[bool] | None = None,
+    n_tokens: Sequence[Sequence[int]] | None = None,
+    state_keys: Sequence[Sequence[Any]] | None = None,
+    failure_cost: float = DEFAULT_SETTINGS.failure_cost,
+    rho: float = 0.2,
+    cap: float = 5.0,
+    token_step: Any = None,
+) -> torch.Tensor:
     """Advantages of a batch of episodes: ``[B, T_max]`` per step, or per token given ``token_step``.
 
     Per-episode rows hold one value per state h_0..h_{T-1} (``n_tokens``: one per action);
@@ -72,12 +82,16 @@ def step_advantages(estimator: str, rewards: Any, groups: Any, steps: Sequence[i
         fn = credit.batched_gigpo if estimator == "gigpo" else credit.batched_hgpo
         return fn(rewards, groups, steps, keys, token_step=token_step)
     return credit.batched_token_advantages(
-        rewards, groups, steps,
+        rewards,
+        groups,
+        steps,
         pad_rows(can_complete, width, 0).astype(bool),
         pad_rows(remaining, width, np.nan),
         np.asarray(success, dtype=bool),
         pad_rows(n_tokens, width, 0),
-        failure_cost, rho, cap,
+        failure_cost,
+        rho,
+        cap,
         valid=pad_rows(valid, width, 1).astype(bool),
         token_step=token_step,
     )
@@ -111,5 +125,7 @@ def episode_advantages(
         success=[e.success for e in episodes],
         n_tokens=[[i["assistant_tokens"] for i in e.infos[1:]] for e in episodes] if metered else None,
         state_keys=[e.state_field("state_key") for e in episodes] if estimator in ("gigpo", "hgpo") else None,
-        failure_cost=failure_cost, rho=rho, cap=cap,
+        failure_cost=failure_cost,
+        rho=rho,
+        cap=cap,
     )

@@ -93,12 +93,25 @@ def train(args: argparse.Namespace) -> int:
 
     window = as_window(args.history)
     config = TrainConfig(
-        env_id=args.env, env_kwargs=env_kwargs, estimator=args.estimator, steps=args.steps,
-        tasks_per_step=args.tasks_per_step, group_size=args.group_size, max_turns=args.max_turns,
-        max_tokens_per_turn=args.max_tokens_per_turn, lr=args.lr, kl_coef=args.kl_coef,
-        entropy_coef=args.entropy_coef, temperature=args.temperature, mini_batch_rows=args.mini_batch_rows,
-        micro_batch_rows=args.micro_batch_rows, task_indices=None if args.tasks is None else tuple(args.tasks), seed=args.seed,
-        save_every=args.save_every, out_dir=args.out, history=window.history,
+        env_id=args.env,
+        env_kwargs=env_kwargs,
+        estimator=args.estimator,
+        steps=args.steps,
+        tasks_per_step=args.tasks_per_step,
+        group_size=args.group_size,
+        max_turns=args.max_turns,
+        max_tokens_per_turn=args.max_tokens_per_turn,
+        lr=args.lr,
+        kl_coef=args.kl_coef,
+        entropy_coef=args.entropy_coef,
+        temperature=args.temperature,
+        mini_batch_rows=args.mini_batch_rows,
+        micro_batch_rows=args.micro_batch_rows,
+        task_indices=None if args.tasks is None else tuple(args.tasks),
+        seed=args.seed,
+        save_every=args.save_every,
+        out_dir=args.out,
+        history=window.history,
         max_prompt_tokens=args.max_prompt_tokens or window.max_prompt_tokens,
     ).resolved()
     meter = None
@@ -111,8 +124,7 @@ def train(args: argparse.Namespace) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer, reference = _load_policy(args, env_kwargs, device)
     generator = _generator(args, model, tokenizer, device)
-    trainer = Trainer(config, model, tokenizer, meter=meter, ref_model=reference if config.kl_coef > 0 else None,
-                      generator=generator)
+    trainer = Trainer(config, model, tokenizer, meter=meter, ref_model=reference if config.kl_coef > 0 else None, generator=generator)
     checkpoint = None if args.no_resume else latest_checkpoint(args.out)
     if checkpoint is not None:
         trainer.resume(checkpoint)
@@ -120,6 +132,8 @@ def train(args: argparse.Namespace) -> int:
     history = trainer.train()
     if history:
         last = history[-1]
-        print(f"step {last['step']}: reward {last['reward_mean']:.3f}, success {last['success_rate']:.3f}, "
-              f"loss {last['loss']:.4f}; metrics in {Path(args.out) / 'metrics.jsonl'}")
+        print(
+            f"step {last['step']}: reward {last['reward_mean']:.3f}, success {last['success_rate']:.3f}, "
+            f"loss {last['loss']:.4f}; metrics in {Path(args.out) / 'metrics.jsonl'}"
+        )
     return 0

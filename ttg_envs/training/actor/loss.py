@@ -143,9 +143,7 @@ def actor_loss(
     """
     import torch
 
-    pg, clipped, dual = clipped_surrogate(
-        logprobs, old_logprobs, advantages, mask, config.clip_low, config.clip_high, config.dual_clip
-    )
+    pg, clipped, dual = clipped_surrogate(logprobs, old_logprobs, advantages, mask, config.clip_low, config.clip_high, config.dual_clip)
     loss = pg
     kl = torch.zeros((), dtype=pg.dtype)
     if ref_logprobs is not None:

@@ -56,9 +56,7 @@ class Episode:
 class TokenGenerator(Protocol):
     """Samples one continuation per prompt (token ids in, generated token ids out)."""
 
-    def generate(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
-    ) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
         """The generated ids of every prompt, up to and including the end-of-turn token."""
         ...
 
@@ -76,9 +74,7 @@ class HFGenerator:
         self.stop_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(self.stop_ids))
 
-    def generate(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
-    ) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
         """See :class:`TokenGenerator`."""
         import torch
 
@@ -94,8 +90,11 @@ class HFGenerator:
         self.model.eval()
         with torch.no_grad():
             out = self.model.generate(
-                input_ids=ids.to(device), attention_mask=attention.to(device), max_new_tokens=max_new_tokens,
-                pad_token_id=self.pad_id, **sampling,
+                input_ids=ids.to(device),
+                attention_mask=attention.to(device),
+                max_new_tokens=max_new_tokens,
+                pad_token_id=self.pad_id,
+                **sampling,
             )
         self.model.train(was_training)
         return [self._cut(row.tolist()) for row in out[:, width:].cpu()]
@@ -130,17 +129,12 @@ class VLLMGenerator:
         self.vllm = require("vllm", "vllm")
         self.llm = start_llm(self.vllm, type(self).__name__, model=model, **llm_kwargs)
 
-    def generate(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
-    ) -> list[list[int]]:
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
         """See :class:`TokenGenerator`."""
         import torch
 
         seeds = torch.randint(2**31 - 1, (len(prompts),)).tolist()
-        params = [
-            self.vllm.SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
-            for seed in seeds
-        ]
+        params = [self.vllm.SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed) for seed in seeds]
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         return [list(o.outputs[0].token_ids) for o in outputs]

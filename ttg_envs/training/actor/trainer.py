@@ -96,10 +96,19 @@ class TrainConfig:
         """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id``."""
         table = env_settings(self.env_id)
         names = {
-            "tasks_per_step": "batch_size", "group_size": "group_size", "max_turns": "max_turns",
-            "max_tokens_per_turn": "max_tokens_per_turn", "lr": "lr", "kl_coef": "kl_coef",
-            "entropy_coef": "entropy_coef", "temperature": "temperature", "top_p": "top_p",
-            "ppo_epochs": "ppo_epochs", "failure_cost": "failure_cost", "rho": "rho", "cap": "cap",
+            "tasks_per_step": "batch_size",
+            "group_size": "group_size",
+            "max_turns": "max_turns",
+            "max_tokens_per_turn": "max_tokens_per_turn",
+            "lr": "lr",
+            "kl_coef": "kl_coef",
+            "entropy_coef": "entropy_coef",
+            "temperature": "temperature",
+            "top_p": "top_p",
+            "ppo_epochs": "ppo_epochs",
+            "failure_cost": "failure_cost",
+            "rho": "rho",
+            "cap": "cap",
         }
         filled = {ours: getattr(table, theirs) for ours, theirs in names.items() if getattr(self, ours) is None}
         if self.estimator not in ESTIMATORS:
@@ -136,8 +145,16 @@ class Trainer:
             weights after every update and on resume.
     """
 
-    def __init__(self, config: TrainConfig, model: Any, tokenizer: Any, *, meter: Any = None,
-                 ref_model: Any = None, generator: TokenGenerator | None = None):
+    def __init__(
+        self,
+        config: TrainConfig,
+        model: Any,
+        tokenizer: Any,
+        *,
+        meter: Any = None,
+        ref_model: Any = None,
+        generator: TokenGenerator | None = None,
+    ):
         torch = require("torch", "hf")
         self.config = config.resolved()
         if self.config.estimator == "delta_ttg" and meter is None:
@@ -202,9 +219,9 @@ class Trainer:
         rollout_s = time.perf_counter() - start
         rows: list[Row] = []
         if episodes:
-            advantages = episode_advantages(
-                episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap
-            ).double().numpy()
+            advantages = (
+                episode_advantages(episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap).double().numpy()
+            )
             rows = [
                 Row(prompt, action, float(advantages[b, t]))
                 for b, episode in enumerate(episodes)
@@ -239,14 +256,16 @@ class Trainer:
         cfg = self.config
         pool = self._task_pool()
         tasks = rng.choice(pool, size=cfg.tasks_per_step, replace=len(pool) < cfg.tasks_per_step)
-        specs = [
-            (group, int(task), int(rng.integers(2**31)))
-            for group, task in enumerate(tasks)
-            for _ in range(cfg.group_size)
-        ]
+        specs = [(group, int(task), int(rng.integers(2**31))) for group, task in enumerate(tasks) for _ in range(cfg.group_size)]
         return run_episodes(
-            self._env_pool(len(specs)), self.generator, self.tokenizer, specs,
-            cfg.max_tokens_per_turn, cfg.temperature, cfg.top_p, PromptWindow(cfg.history, cfg.max_prompt_tokens),
+            self._env_pool(len(specs)),
+            self.generator,
+            self.tokenizer,
+            specs,
+            cfg.max_tokens_per_turn,
+            cfg.temperature,
+            cfg.top_p,
+            PromptWindow(cfg.history, cfg.max_prompt_tokens),
         )
 
     def dapo_rollout(self, rng: np.random.Generator) -> tuple[list[list[Episode]], list[Episode]]:
@@ -275,9 +294,14 @@ class Trainer:
         kept = [e for batch, mask in zip(generated, masks) for e, keep in zip(batch, mask) if keep]
         groups = len({e.group for e in kept})
         if groups < cfg.tasks_per_step:
-            _log.warning("DAPO step %d: %d of %d groups with varied rewards after %d batches%s",
-                         self.step_index + 1, groups, cfg.tasks_per_step, len(generated),
-                         "" if groups else "; no update")
+            _log.warning(
+                "DAPO step %d: %d of %d groups with varied rewards after %d batches%s",
+                self.step_index + 1,
+                groups,
+                cfg.tasks_per_step,
+                len(generated),
+                "" if groups else "; no update",
+            )
         return generated, kept
 
     def update(self, rows: Sequence[Row], rng: np.random.Generator | None = None) -> dict[str, float]:
@@ -388,8 +412,16 @@ class Trainer:
 
         cfg = self.config
         while len(self._envs) < n:
-            self._envs.append(make_env(cfg.env_id, tokenizer=self.tokenizer, meter=self.meter, failure_cost=cfg.failure_cost,
-                                       max_steps=cfg.max_turns, **cfg.env_kwargs))
+            self._envs.append(
+                make_env(
+                    cfg.env_id,
+                    tokenizer=self.tokenizer,
+                    meter=self.meter,
+                    failure_cost=cfg.failure_cost,
+                    max_steps=cfg.max_turns,
+                    **cfg.env_kwargs,
+                )
+            )
         return self._envs[:n]
 
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):
@@ -417,8 +449,7 @@ class Trainer:
         # Only the positions that predict action tokens go through the LM head: with long
         # multi-turn prompts and a 151k vocabulary, full-sequence logits would not fit.
         keep = torch.unique(index[mask.bool()])
-        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device),
-                       logits_to_keep=keep.to(device)).logits
+        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep.to(device)).logits
         slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
         picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
         logp = token_logprobs(picked, targets.to(device))
@@ -437,5 +468,5 @@ def _pad(values: Sequence[Sequence[float]], like: Any) -> Any:
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
     """The ``checkpoint-<step>`` folder with the highest step in ``out_dir``, or None."""
-    folders = [p for p in Path(out_dir).glob(f"{_CHECKPOINT_PREFIX}*") if p.name[len(_CHECKPOINT_PREFIX):].isdigit()]
-    return max(folders, key=lambda p: int(p.name[len(_CHECKPOINT_PREFIX):]), default=None)
+    folders = [p for p in Path(out_dir).glob(f"{_CHECKPOINT_PREFIX}*") if p.name[len(_CHECKPOINT_PREFIX) :].isdigit()]
+    return max(folders, key=lambda p: int(p.name[len(_CHECKPOINT_PREFIX) :]), default=None)

@@ -27,8 +27,13 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
     )
     from .regression import RegressionConfig, train_encoder_meter
 
-    config = EncoderConfig(hidden=args.hidden, task_pattern=_task_pattern(args.env), window=args.window or None,
-                           max_segment_tokens=args.segment_tokens, drop_reasoning=not args.keep_reasoning)
+    config = EncoderConfig(
+        hidden=args.hidden,
+        task_pattern=_task_pattern(args.env),
+        window=args.window or None,
+        max_segment_tokens=args.segment_tokens,
+        drop_reasoning=not args.keep_reasoning,
+    )
     if name == "tiny":
         from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
@@ -85,9 +90,15 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
     model.to(device)
     sft_cfg = SFTConfig(lr=args.sft_lr or (2e-3 if tiny else 1e-5), epochs=args.sft_epochs, batch_size=args.batch_size, seed=args.seed)
     sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg)
-    stats: dict[str, Any] = {"examples": len(examples), "sft_steps": len(sft_losses), "sft_loss_first_last": [sft_losses[0], sft_losses[-1]]}
+    stats: dict[str, Any] = {
+        "examples": len(examples),
+        "sft_steps": len(sft_losses),
+        "sft_loss_first_last": [sft_losses[0], sft_losses[-1]],
+    }
     if args.grpo_steps:
-        grpo_cfg = GRPOConfig(lr=args.grpo_lr or (2e-4 if tiny else 3e-6), steps=args.grpo_steps, group_size=args.group_size, seed=args.seed)
+        grpo_cfg = GRPOConfig(
+            lr=args.grpo_lr or (2e-4 if tiny else 3e-6), steps=args.grpo_steps, group_size=args.group_size, seed=args.seed
+        )
         history = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg)
         stats["grpo_reward_first_last"] = [history[0]["reward"], history[-1]["reward"]]
         stats["grpo_steps"] = len(history)

@@ -174,8 +174,9 @@ def build_examples(trajectories: Iterable[Trajectory], *, include_terminal: bool
     return [e for traj in trajectories for e in trajectory_examples(traj, include_terminal=include_terminal)]
 
 
-def split_trajectories(trajectories: Sequence[Trajectory], test_fraction: float, *, seed: int = 0,
-                       by: str = "trajectory") -> tuple[list[Trajectory], list[Trajectory]]:
+def split_trajectories(
+    trajectories: Sequence[Trajectory], test_fraction: float, *, seed: int = 0, by: str = "trajectory"
+) -> tuple[list[Trajectory], list[Trajectory]]:
     """A (train, test) split of whole trajectories, so no prefix of a test trajectory trains.
 
     ``by="task"`` keeps every trajectory of one task id on the same side (no task seen in both).

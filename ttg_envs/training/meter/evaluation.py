@@ -70,8 +70,7 @@ def alfworld_plan_lengths(trajectory: Trajectory, env: Any) -> list[int]:
     return lengths
 
 
-def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any] | None = None,
-                   progress: bool = True) -> None:
+def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any] | None = None, progress: bool = True) -> None:
     """Fill ``step_labels`` of ALFWorld trajectories by replaying them with the planner (one env per split).
 
     Slow (a planner call per state, a game load per task); trajectories recorded through
@@ -97,8 +96,9 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
             env.close()
 
 
-def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, failure_cost: float,
-                   batch_size: int = 64, progress: bool = True) -> MeterReport:
+def evaluate_meter(
+    meter: ProgressMeter, trajectories: Sequence[Trajectory], *, failure_cost: float, batch_size: int = 64, progress: bool = True
+) -> MeterReport:
     """Score every prefix h_0..h_T of ``trajectories`` and measure the meter.
 
     - completion accuracy: predicted ``can_complete`` equals the trajectory's outcome, over the
@@ -112,7 +112,7 @@ def evaluate_meter(meter: ProgressMeter, trajectories: Sequence[Trajectory], *, 
     histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
     estimates: dict[tuple[int, int], Estimate] = {}
     for start in progress_bar(range(0, len(histories), batch_size), desc="meter eval", disable=not progress):
-        chunk = histories[start:start + batch_size]
+        chunk = histories[start : start + batch_size]
         for (ti, t, _), est in zip(chunk, meter.estimate([h for _, _, h in chunk])):
             estimates[(ti, t)] = est
     groups: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -166,15 +166,35 @@ def _summarize(g: dict[str, list]) -> dict[str, Any]:
 
 def markdown_report(reports: dict[str, MeterReport]) -> str:
     """A Markdown table with one row per named report (e.g. per split)."""
+
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
     return markdown_table(
-        ("set", "prefixes", "valid", "completion acc", "token acc u", "step-quality acc", "without ties", "good / bad acc",
-         "steps good/bad/neutral (ties)"),
-        ((name, r.prefixes, pct(r.valid_rate), pct(r.completion_accuracy), pct(r.token_accuracy),
-          pct(r.step_quality_accuracy), pct(r.decided_step_accuracy),
-          f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
-          f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})")
-         for name, r in reports.items()),
-        right=8)
+        (
+            "set",
+            "prefixes",
+            "valid",
+            "completion acc",
+            "token acc u",
+            "step-quality acc",
+            "without ties",
+            "good / bad acc",
+            "steps good/bad/neutral (ties)",
+        ),
+        (
+            (
+                name,
+                r.prefixes,
+                pct(r.valid_rate),
+                pct(r.completion_accuracy),
+                pct(r.token_accuracy),
+                pct(r.step_quality_accuracy),
+                pct(r.decided_step_accuracy),
+                f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
+                f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})",
+            )
+            for name, r in reports.items()
+        ),
+        right=8,
+    )

@@ -71,8 +71,16 @@ class GRPOConfig:
     seed: int = 0
 
 
-def grpo(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt: PromptConfig | None = None,
-         config: GRPOConfig = GRPOConfig(), reference: Any = None, progress: bool = True) -> list[dict[str, float]]:
+def grpo(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[MeterExample],
+    *,
+    prompt: PromptConfig | None = None,
+    config: GRPOConfig = GRPOConfig(),
+    reference: Any = None,
+    progress: bool = True,
+) -> list[dict[str, float]]:
     """Refine ``model`` in place; returns per step the mean reward, valid rate and loss.
 
     ``reference`` (a frozen copy of the starting model) is needed only when ``config.beta > 0``.
@@ -104,14 +112,18 @@ def grpo(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt
             seqs, comp_mask, prompt_len = _sample(model, [prompt_cache[i] for i in picked], config, pad, eos, torch, device)
             texts = tokenizer.batch_decode(seqs[:, prompt_len:], skip_special_tokens=True)
             estimates = [parse_answer(t) for t in texts]
-            rewards = np.array([
-                meter_reward(estimates[j], examples[picked[j // config.group_size]].can_complete,
-                             examples[picked[j // config.group_size]].ttg)
-                for j in range(len(texts))
-            ])
+            rewards = np.array(
+                [
+                    meter_reward(
+                        estimates[j], examples[picked[j // config.group_size]].can_complete, examples[picked[j // config.group_size]].ttg
+                    )
+                    for j in range(len(texts))
+                ]
+            )
             adv = np.concatenate([group_normalize(g) for g in rewards.reshape(len(picked), config.group_size)])
-            loss = _update(model, reference, seqs, comp_mask, prompt_len, torch.tensor(adv, dtype=torch.float32),
-                           config, params, opt, torch)
+            loss = _update(
+                model, reference, seqs, comp_mask, prompt_len, torch.tensor(adv, dtype=torch.float32), config, params, opt, torch
+            )
             sched.step()
             stats = {"reward": float(rewards.mean()), "valid": float(np.mean([e.valid for e in estimates])), "loss": loss}
             history.append(stats)
@@ -127,14 +139,22 @@ def _sample(model: Any, prompts: list[list[int]], config: GRPOConfig, pad: int, 
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p)
+        mask[i, width - len(p) :] = 1
     model.eval()
     with torch.no_grad():
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), do_sample=True,
-                             temperature=config.temperature, top_p=config.top_p, top_k=None,
-                             max_new_tokens=config.max_new_tokens, num_return_sequences=config.group_size,
-                             pad_token_id=pad, eos_token_id=eos)
+        out = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            do_sample=True,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=None,
+            max_new_tokens=config.max_new_tokens,
+            num_return_sequences=config.group_size,
+            pad_token_id=pad,
+            eos_token_id=eos,
+        )
     new = out[:, width:]
     is_eos = (new == eos).int()
     # Answer tokens: everything up to and including the first end-of-turn token.
@@ -173,6 +193,6 @@ def _answer_logprobs(model, seqs, attn, prompt_len, temperature: float = 1.0):
     """log pi(token) of every answer position under the sampling temperature, ``[B, L - prompt_len]``."""
     # Prompts are left-padded: positions count real tokens only, as in generate().
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=seqs, attention_mask=attn, position_ids=positions).logits[:, prompt_len - 1:-1].float()
+    logits = model(input_ids=seqs, attention_mask=attn, position_ids=positions).logits[:, prompt_len - 1 : -1].float()
     logits = logits / temperature
     return logits.log_softmax(-1).gather(-1, seqs[:, prompt_len:].unsqueeze(-1)).squeeze(-1)

@@ -25,20 +25,48 @@ __all__ = ["EVAL_DEFAULTS", "TRAIN_DEFAULTS", "evaluate", "train", "train_meter"
 
 #: Settings both commands share, by argument name.
 COMMON_DEFAULTS: dict[str, Any] = {
-    "env": DEFAULT_ENV, "env_kwargs": "{}", "policies": list(DEFAULT_POLICIES), "trajectories": None, "limit": None,
-    "tasks": None, "workers": 2, "seed": 0, "threads": 1, "device": "auto",
+    "env": DEFAULT_ENV,
+    "env_kwargs": "{}",
+    "policies": list(DEFAULT_POLICIES),
+    "trajectories": None,
+    "limit": None,
+    "tasks": None,
+    "workers": 2,
+    "seed": 0,
+    "threads": 1,
+    "device": "auto",
 }
 #: ``ttg train-meter``'s settings and their defaults.
 TRAIN_DEFAULTS: dict[str, Any] = {
-    **COMMON_DEFAULTS, "splits": ["train"], "backbone": "encoder:tiny", "val_fraction": 0.1, "epochs": 6, "lr": 1e-3,
-    "backbone_lr": None, "hidden": 64, "window": 0, "segment_tokens": 48, "keep_reasoning": False, "batch_size": 16,
-    "max_examples": None, "max_prompt_tokens": None, "sft_epochs": 1.0, "sft_lr": None, "grpo_steps": 0, "grpo_lr": None,
-    "group_size": 8, "out": "runs/meter",
+    **COMMON_DEFAULTS,
+    "splits": ["train"],
+    "backbone": "encoder:tiny",
+    "val_fraction": 0.1,
+    "epochs": 6,
+    "lr": 1e-3,
+    "backbone_lr": None,
+    "hidden": 64,
+    "window": 0,
+    "segment_tokens": 48,
+    "keep_reasoning": False,
+    "batch_size": 16,
+    "max_examples": None,
+    "max_prompt_tokens": None,
+    "sft_epochs": 1.0,
+    "sft_lr": None,
+    "grpo_steps": 0,
+    "grpo_lr": None,
+    "group_size": 8,
+    "out": "runs/meter",
 }
 #: ``ttg eval-meter``'s settings and their defaults (``meter`` has none: it is required).
 EVAL_DEFAULTS: dict[str, Any] = {
-    **COMMON_DEFAULTS, "policies": list(EVAL_POLICIES), "splits": ["valid_seen", "valid_unseen"], "labels": "auto",
-    "failure_cost": None, "out": "runs/meter-eval",
+    **COMMON_DEFAULTS,
+    "policies": list(EVAL_POLICIES),
+    "splits": ["valid_seen", "valid_unseen"],
+    "labels": "auto",
+    "failure_cost": None,
+    "out": "runs/meter-eval",
 }
 
 
@@ -54,9 +82,16 @@ def _setup(args: argparse.Namespace) -> str:
     return args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def train_meter(out: str | Path, *, env: str = "ttg/ALFWorld-v0", env_kwargs: dict[str, Any] | None = None,
-                split: str = "train", tasks: Sequence[int] | None = None, policies: Sequence[str] = DEFAULT_POLICIES,
-                **options: Any) -> Path:
+def train_meter(
+    out: str | Path,
+    *,
+    env: str = "ttg/ALFWorld-v0",
+    env_kwargs: dict[str, Any] | None = None,
+    split: str = "train",
+    tasks: Sequence[int] | None = None,
+    policies: Sequence[str] = DEFAULT_POLICIES,
+    **options: Any,
+) -> Path:
     """``ttg train-meter`` as a function: record ``policies`` on ``split`` (``tasks``, else ``limit`` spread
     over it), train a meter and save it with its report under ``out``; returns the meter folder ``out/meter``.
 
@@ -66,9 +101,18 @@ def train_meter(out: str | Path, *, env: str = "ttg/ALFWorld-v0", env_kwargs: di
     unknown = set(options) - set(TRAIN_DEFAULTS)
     if unknown:
         raise TypeError(f"train_meter got unknown options: {', '.join(sorted(unknown))}")
-    args = argparse.Namespace(**{**TRAIN_DEFAULTS, **options, "out": str(out), "env": env,
-                                 "env_kwargs": json.dumps(env_kwargs or {}), "splits": [split],
-                                 "tasks": None if tasks is None else [int(i) for i in tasks], "policies": list(policies)})
+    args = argparse.Namespace(
+        **{
+            **TRAIN_DEFAULTS,
+            **options,
+            "out": str(out),
+            "env": env,
+            "env_kwargs": json.dumps(env_kwargs or {}),
+            "splits": [split],
+            "tasks": None if tasks is None else [int(i) for i in tasks],
+            "policies": list(policies),
+        }
+    )
     train(args)
     return Path(out) / "meter"
 
@@ -85,8 +129,21 @@ def train(args: argparse.Namespace) -> None:
     if args.trajectories:
         paths = [Path(p) for p in args.trajectories]
     else:
-        paths = [p for split in args.splits for p in collect_trajectories(args.env, json.loads(args.env_kwargs), split, args.policies, out / "trajectories",
-                                      limit=args.limit, tasks=args.tasks, seed=args.seed, workers=args.workers)]
+        paths = [
+            p
+            for split in args.splits
+            for p in collect_trajectories(
+                args.env,
+                json.loads(args.env_kwargs),
+                split,
+                args.policies,
+                out / "trajectories",
+                limit=args.limit,
+                tasks=args.tasks,
+                seed=args.seed,
+                workers=args.workers,
+            )
+        ]
     timings["record_s"] = time.perf_counter() - start
     trajectories = load_trajectories(paths)
     train, val = split_trajectories(trajectories, args.val_fraction, seed=args.seed)
@@ -108,8 +165,12 @@ def train(args: argparse.Namespace) -> None:
     report = {
         "backbone": args.backbone,
         "device": device,
-        "trajectories": {"files": [str(p) for p in paths], "train": len(train), "held_out": len(val),
-                         "train_prefixes": sum(t.num_steps for t in train)},
+        "trajectories": {
+            "files": [str(p) for p in paths],
+            "train": len(train),
+            "held_out": len(val),
+            "train_prefixes": sum(t.num_steps for t in train),
+        },
         "timings": timings,
         "train": train_stats,
         "held_out": held_out,
@@ -119,8 +180,10 @@ def train(args: argparse.Namespace) -> None:
     (out / "train_report.json").write_text(json.dumps(report, indent=1, default=str))
     print(f"recorded in {timings['record_s']:.1f} s, trained in {timings['train_s']:.1f} s on {device}; meter saved to {out / 'meter'}")
     if held_out:
-        print(f"held-out prefixes: completion accuracy {held_out['completion_accuracy']:.3f}, "
-              f"token accuracy {held_out['token_accuracy'] or 0:.3f}")
+        print(
+            f"held-out prefixes: completion accuracy {held_out['completion_accuracy']:.3f}, "
+            f"token accuracy {held_out['token_accuracy'] or 0:.3f}"
+        )
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -142,9 +205,20 @@ def evaluate(args: argparse.Namespace) -> int:
             sets.setdefault(str(traj.task.get("split", "given")), []).append(traj)
     else:
         for split in args.splits:
-            sets[split] = load_trajectories(collect_trajectories(
-                args.env, env_kwargs, split, args.policies, out / "trajectories", limit=args.limit, tasks=args.tasks, seed=args.seed,
-                workers=args.workers, plan_lengths=args.labels != "none"))
+            sets[split] = load_trajectories(
+                collect_trajectories(
+                    args.env,
+                    env_kwargs,
+                    split,
+                    args.policies,
+                    out / "trajectories",
+                    limit=args.limit,
+                    tasks=args.tasks,
+                    seed=args.seed,
+                    workers=args.workers,
+                    plan_lengths=args.labels != "none",
+                )
+            )
     reports = {}
     timings = {}
     for name, trajectories in sets.items():
@@ -158,9 +232,19 @@ def evaluate(args: argparse.Namespace) -> int:
         timings[name] = time.perf_counter() - start
     table = markdown_report(reports)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "eval_report.json").write_text(json.dumps(
-        {"meter": args.meter, "failure_cost": failure_cost, "eval_seconds": timings,
-         "reports": {k: r.to_dict() for k, r in reports.items()}, "config": {k: v for k, v in vars(args).items() if k != "func"}}, indent=1, default=str))
+    (out / "eval_report.json").write_text(
+        json.dumps(
+            {
+                "meter": args.meter,
+                "failure_cost": failure_cost,
+                "eval_seconds": timings,
+                "reports": {k: r.to_dict() for k, r in reports.items()},
+                "config": {k: v for k, v in vars(args).items() if k != "func"},
+            },
+            indent=1,
+            default=str,
+        )
+    )
     (out / "eval_report.md").write_text(table + "\n")
     print(table)
     print(f"\nreport in {out}/eval_report.json and eval_report.md")

@@ -13,9 +13,19 @@ DEFAULT_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_ex
 EVAL_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5")
 
 
-def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, policies: Sequence[str], out: Path, *,
-                         limit: int | None = None, tasks: Sequence[int] | None = None, seed: int = 0, workers: int = 1,
-                         plan_lengths: bool = False) -> list[Path]:
+def collect_trajectories(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    split: str,
+    policies: Sequence[str],
+    out: Path,
+    *,
+    limit: int | None = None,
+    tasks: Sequence[int] | None = None,
+    seed: int = 0,
+    workers: int = 1,
+    plan_lengths: bool = False,
+) -> list[Path]:
     """Record one episode per task and policy on ``split``; returns the trajectory files (one per policy).
 
     The tasks are ``tasks`` (indices) when given, else ``limit`` tasks spread over the split.
@@ -37,8 +47,11 @@ def collect_trajectories(env_id: str, env_kwargs: dict[str, Any], split: str, po
     paths = [out / f"{split}-{label}.jsonl" for label in labels]
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
-    episodes = [EpisodeTask(env_id, env_kwargs, index, seed, spec, label=label, record=str(path), plan_lengths=plan_lengths)
-                for index in indices for spec, label, path in zip(policies, labels, paths)]
+    episodes = [
+        EpisodeTask(env_id, env_kwargs, index, seed, spec, label=label, record=str(path), plan_lengths=plan_lengths)
+        for index in indices
+        for spec, label, path in zip(policies, labels, paths)
+    ]
     results = run_tasks(episodes, workers=workers, desc=f"record {split}")
     if has_planner(env_id, env_kwargs):
         print(f"record {split}: planner time limit hit {sum(r.planner_timeouts for r in results)} times")

@@ -51,8 +51,9 @@ def trajectory_targets(trajectory: Trajectory) -> tuple[list[float], list[float]
     return b, y
 
 
-def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory], config: RegressionConfig = RegressionConfig(),
-                        progress: bool = True) -> list[float]:
+def train_encoder_meter(
+    meter: EncoderMeter, trajectories: Sequence[Trajectory], config: RegressionConfig = RegressionConfig(), progress: bool = True
+) -> list[float]:
     """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
     from ...progress import progress_bar
@@ -74,7 +75,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
     if frozen:
         all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
         for start in progress_bar(range(0, len(all_texts), 1024), desc="encoder: embed segments", disable=not progress):
-            meter.embed(all_texts[start:start + 1024])
+            meter.embed(all_texts[start : start + 1024])
     head_params = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
     groups = [{"params": head_params, "lr": config.lr}]
     if not frozen:
@@ -90,7 +91,7 @@ def train_encoder_meter(meter: EncoderMeter, trajectories: Sequence[Trajectory],
             order = list(range(len(data)))
             rng.shuffle(order)
             for start in range(0, len(order), config.batch_size):
-                batch = [data[i] for i in order[start:start + config.batch_size]]
+                batch = [data[i] for i in order[start : start + config.batch_size]]
                 loss = _loss(meter, batch, frozen, config, torch, device)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -126,7 +127,7 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     lengths = torch.tensor([len(r) for r in rows])
     padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
     for i, r in enumerate(rows):
-        padded[i, :len(r)] = torch.tensor(r, device=device)
+        padded[i, : len(r)] = torch.tensor(r, device=device)
     out = model(vectors[padded], lengths)
     last = out[torch.arange(len(rows), device=device), lengths.to(device) - 1]
     b = torch.tensor(b, device=device)

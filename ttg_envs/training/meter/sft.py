@@ -49,9 +49,9 @@ def collate(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, torch: Any
     labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, (row, lab) in enumerate(rows):
-        ids[i, :len(row)] = torch.tensor(row)
-        labels[i, :len(lab)] = torch.tensor(lab)
-        mask[i, :len(row)] = 1
+        ids[i, : len(row)] = torch.tensor(row)
+        labels[i, : len(lab)] = torch.tensor(lab)
+        mask[i, : len(row)] = 1
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
@@ -59,8 +59,7 @@ def answer_loss(model: Any, batch: dict[str, Any], torch: Any) -> Any:
     """Mean cross-entropy over the answer tokens of a batch."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
     target = batch["labels"][:, 1:]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
-                                             ignore_index=IGNORE_INDEX)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1), ignore_index=IGNORE_INDEX)
 
 
 def cosine_schedule(step: int, total: int, warmup: int) -> float:
@@ -71,8 +70,15 @@ def cosine_schedule(step: int, total: int, warmup: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def sft(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt: PromptConfig | None = None,
-        config: SFTConfig = SFTConfig(), progress: bool = True) -> list[float]:
+def sft(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[MeterExample],
+    *,
+    prompt: PromptConfig | None = None,
+    config: SFTConfig = SFTConfig(),
+    progress: bool = True,
+) -> list[float]:
     """Fine-tune ``model`` in place on ``examples``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
     from ...progress import progress_bar
@@ -101,7 +107,7 @@ def sft(model: Any, tokenizer: Any, examples: Sequence[MeterExample], *, prompt:
                     fresh = list(range(len(rows)))
                     rng.shuffle(fresh)
                     order += fresh
-                idx, order = order[:config.batch_size], order[config.batch_size:]
+                idx, order = order[: config.batch_size], order[config.batch_size :]
                 batch = {k: v.to(device) for k, v in collate([rows[i] for i in idx], pad, torch).items()}
                 loss = answer_loss(model, batch, torch) / config.grad_accum
                 loss.backward()

@@ -31,8 +31,16 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DATA_DIR = HERE.parent / "data"
 #: The bundled scenarios, one per domain.
-SCENARIOS: tuple[str, ...] = ("calendar_1", "crm_1", "food_delivery_1", "helpdesk_1", "inventory_1", "library_1",
-                              "messaging_1", "project_tracker_1")
+SCENARIOS: tuple[str, ...] = (
+    "calendar_1",
+    "crm_1",
+    "food_delivery_1",
+    "helpdesk_1",
+    "inventory_1",
+    "library_1",
+    "messaging_1",
+    "project_tracker_1",
+)
 _TABLE_RE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([A-Za-z_]\w*)", re.IGNORECASE)
 
 
@@ -79,51 +87,96 @@ def api_spec(name: str) -> dict[str, Any]:
             for p in op.get("parameters", []):
                 schema = p.get("schema", {})
                 kind = schema.get("type") or next((s.get("type") for s in schema.get("anyOf", []) if s.get("type") != "null"), "string")
-                params[p["name"]] = {"type": kind, "param_type": p["in"], "required": bool(p.get("required")),
-                                     "description": p.get("description", "")}
+                params[p["name"]] = {
+                    "type": kind,
+                    "param_type": p["in"],
+                    "required": bool(p.get("required")),
+                    "description": p.get("description", ""),
+                }
             body = ((op.get("requestBody") or {}).get("content") or {}).get("application/json", {}).get("schema", {})
             model = components.get(body.get("$ref", "").rsplit("/", 1)[-1], {})
             for field, schema in (model.get("properties") or {}).items():
-                params[field] = {"type": schema.get("type", "string"), "param_type": "body",
-                                 "required": field in (model.get("required") or []), "description": ""}
+                params[field] = {
+                    "type": schema.get("type", "string"),
+                    "param_type": "body",
+                    "required": field in (model.get("required") or []),
+                    "description": "",
+                }
             tables = sorted({t for t in _TABLE_RE.findall(inspect.getsource(endpoints[op["operationId"]]))})
-            endpoint = {"path": path, "method": method.upper(), "summary": op.get("summary", ""),
-                        "description": op.get("description", ""), "operation_id": op["operationId"],
-                        "tags": op.get("tags", []), "request_params": params,
-                        "response": {"description": op["responses"].get("200", {}).get("description", "")},
-                        "required_tables": tables}
+            endpoint = {
+                "path": path,
+                "method": method.upper(),
+                "summary": op.get("summary", ""),
+                "description": op.get("description", ""),
+                "operation_id": op["operationId"],
+                "tags": op.get("tags", []),
+                "request_params": params,
+                "response": {"description": op["responses"].get("200", {}).get("description", "")},
+                "required_tables": tables,
+            }
             groups.setdefault((op.get("tags") or ["default"])[0], []).append(endpoint)
     return {"api_groups": [{"group_name": group, "endpoints": eps} for group, eps in groups.items()]}
 
 
 def build_rows() -> dict[str, list[dict[str, Any]]]:
     """Every file's rows, scenario by scenario."""
-    files: dict[str, list[dict[str, Any]]] = {name: [] for name in (
-        "gen_scenario.jsonl", "gen_tasks.jsonl", "gen_db.jsonl", "gen_sample.jsonl", "gen_spec.jsonl",
-        "gen_envs.jsonl", "gen_verifier.pure_code.jsonl", "gold_calls.jsonl")}
+    files: dict[str, list[dict[str, Any]]] = {
+        name: []
+        for name in (
+            "gen_scenario.jsonl",
+            "gen_tasks.jsonl",
+            "gen_db.jsonl",
+            "gen_sample.jsonl",
+            "gen_spec.jsonl",
+            "gen_envs.jsonl",
+            "gen_verifier.pure_code.jsonl",
+            "gold_calls.jsonl",
+        )
+    }
     for name in SCENARIOS:
         s = importlib.import_module(f"{__name__}.scenarios.{name}")
         db_path = f"./outputs/databases/{name}.db"
         files["gen_scenario.jsonl"].append({"name": name, "description": s.DESCRIPTION})
         files["gen_tasks.jsonl"].append({"scenario": name, "tasks": [t["task"] for t in s.TASKS]})
-        files["gen_db.jsonl"].append({"scenario": name, "db_path": db_path, "db_schema": {"tables": [
-            {"name": table, "ddl": ddl, "indexes": indexes} for table, ddl, indexes in s.TABLES]}})
-        tables = [{"table_name": table, "reasoning": "", "insert_statements": insert_statements(table, cols, rows)}
-                  for table, (cols, rows) in s.SAMPLE.items()]
-        files["gen_sample.jsonl"].append({"scenario": name, "tables_count": len(tables),
-                                          "inserts_count": sum(len(t["insert_statements"]) for t in tables),
-                                          "sample_data": {"tables": tables}})
+        files["gen_db.jsonl"].append(
+            {
+                "scenario": name,
+                "db_path": db_path,
+                "db_schema": {"tables": [{"name": table, "ddl": ddl, "indexes": indexes} for table, ddl, indexes in s.TABLES]},
+            }
+        )
+        tables = [
+            {"table_name": table, "reasoning": "", "insert_statements": insert_statements(table, cols, rows)}
+            for table, (cols, rows) in s.SAMPLE.items()
+        ]
+        files["gen_sample.jsonl"].append(
+            {
+                "scenario": name,
+                "tables_count": len(tables),
+                "inserts_count": sum(len(t["insert_statements"]) for t in tables),
+                "sample_data": {"tables": tables},
+            }
+        )
         files["gen_spec.jsonl"].append({"scenario": name, "api_spec": api_spec(name)})
-        files["gen_envs.jsonl"].append({"scenario": name, "db_path": db_path,
-                                        "full_code": (HERE / "apps" / f"{name}.py").read_text()})
+        files["gen_envs.jsonl"].append({"scenario": name, "db_path": db_path, "full_code": (HERE / "apps" / f"{name}.py").read_text()})
         for index, task in enumerate(s.TASKS):
-            files["gen_verifier.pure_code.jsonl"].append({"scenario": name, "task_idx": index, "task": task["task"],
-                                                          "verification": {"code": verifier_code(task["verify"]),
-                                                                           "raw_response": ""}})
-            files["gold_calls.jsonl"].append({
-                "scenario": name, "task_idx": index,
-                "calls": [{"name": n, "arguments": a} for n, a in task["gold"]], "final_answer": task["answer"],
-                "wrong_calls": [{"name": n, "arguments": a} for n, a in task["wrong"]]})
+            files["gen_verifier.pure_code.jsonl"].append(
+                {
+                    "scenario": name,
+                    "task_idx": index,
+                    "task": task["task"],
+                    "verification": {"code": verifier_code(task["verify"]), "raw_response": ""},
+                }
+            )
+            files["gold_calls.jsonl"].append(
+                {
+                    "scenario": name,
+                    "task_idx": index,
+                    "calls": [{"name": n, "arguments": a} for n, a in task["gold"]],
+                    "final_answer": task["answer"],
+                    "wrong_calls": [{"name": n, "arguments": a} for n, a in task["wrong"]],
+                }
+            )
     return files
 
 

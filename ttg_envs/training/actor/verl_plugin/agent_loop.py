@@ -49,9 +49,15 @@ class TTGAgentLoop(AgentLoopBase):
         per_turn = int(task.get("max_tokens_per_turn") or table.max_tokens_per_turn)
         response_length = self.rollout_config.response_length
         env = await self.loop.run_in_executor(
-            None, lambda: make_env(task["env_id"], tokenizer=self.tokenizer, meter=os.environ.get("TTG_METER") or None,
-                                   failure_cost=task.get("failure_cost"), max_steps=max_turns,
-                                   **_kwargs(task.get("env_kwargs"))),
+            None,
+            lambda: make_env(
+                task["env_id"],
+                tokenizer=self.tokenizer,
+                meter=os.environ.get("TTG_METER") or None,
+                failure_cost=task.get("failure_cost"),
+                max_steps=max_turns,
+                **_kwargs(task.get("env_kwargs")),
+            ),
         )
         failure_cost = getattr(env, "failure_cost", task.get("failure_cost") or table.failure_cost)
         _, info = await self.loop.run_in_executor(
@@ -65,16 +71,17 @@ class TTGAgentLoop(AgentLoopBase):
         for turn in range(max_turns):
             out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime, sampling_params=params)
             merged, mask, logprobs = await self.ct_merge_assistant_token(
-                runtime, out.token_ids, mask, logprobs if out.log_probs else None,
+                runtime,
+                out.token_ids,
+                mask,
+                logprobs if out.log_probs else None,
                 assistant_logprobs=out.log_probs or None,
             )
             logprobs = logprobs or []
             runtime = merged.token_ids
-            token_step += [turn if m else -1 for m in mask[len(token_step):]]
+            token_step += [turn if m else -1 for m in mask[len(token_step) :]]
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            _, r, terminated, truncated, info = await self.loop.run_in_executor(
-                None, env.step, Generation(text, list(out.token_ids))
-            )
+            _, r, terminated, truncated, info = await self.loop.run_in_executor(None, env.step, Generation(text, list(out.token_ids)))
             infos.append(info)
             reward += float(r)
             if terminated or truncated or len(mask) >= response_length:
@@ -88,7 +95,7 @@ class TTGAgentLoop(AgentLoopBase):
         fields = episode_fields(infos, token_step[:response_length], failure_cost)
         return AgentLoopOutput(
             prompt_ids=prompt,
-            response_ids=runtime[len(prompt):][:response_length],
+            response_ids=runtime[len(prompt) :][:response_length],
             response_mask=mask[:response_length],
             response_logprobs=logprobs[:response_length] if logprobs else None,
             reward_score=reward,

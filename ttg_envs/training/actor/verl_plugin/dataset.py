@@ -11,8 +11,7 @@ from ...._optional import require
 __all__ = ["task_rows", "write_task_parquet"]
 
 
-def task_rows(env_id: str, env_kwargs: dict[str, Any] | None = None, limit: int | None = None,
-              seed: int = 0) -> list[dict[str, Any]]:
+def task_rows(env_id: str, env_kwargs: dict[str, Any] | None = None, limit: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
     """One row per task of ``env_id``: a reference to the task in ``extra_info["ttg"]``, no game loaded.
 
     The ``ttg_agent`` loop resets the env on ``task_index`` itself and builds the real first
@@ -30,20 +29,30 @@ def task_rows(env_id: str, env_kwargs: dict[str, Any] | None = None, limit: int 
     rows = []
     for index in range(n):
         info = tasks._task_info(index)  # the task list's own record: no engine start
-        rows.append({
-            "data_source": env_id,
-            "agent_name": "ttg_agent",
-            "prompt": [{"role": "user", "content": info.get("goal") or f"{env_id} task {info['id']}"}],
-            "extra_info": {"ttg": {"env_id": env_id, "env_kwargs": json.dumps(env_kwargs or {}), "task_index": index,
-                                   "task_id": str(info["id"]), "task_type": str(info.get("type", "")),
-                                   "seed": seed + index}},
-        })
+        rows.append(
+            {
+                "data_source": env_id,
+                "agent_name": "ttg_agent",
+                "prompt": [{"role": "user", "content": info.get("goal") or f"{env_id} task {info['id']}"}],
+                "extra_info": {
+                    "ttg": {
+                        "env_id": env_id,
+                        "env_kwargs": json.dumps(env_kwargs or {}),
+                        "task_index": index,
+                        "task_id": str(info["id"]),
+                        "task_type": str(info.get("type", "")),
+                        "seed": seed + index,
+                    }
+                },
+            }
+        )
     env.close()
     return rows
 
 
-def write_task_parquet(path: str | Path, env_id: str, env_kwargs: dict[str, Any] | None = None,
-                       limit: int | None = None, seed: int = 0) -> Path:
+def write_task_parquet(
+    path: str | Path, env_id: str, env_kwargs: dict[str, Any] | None = None, limit: int | None = None, seed: int = 0
+) -> Path:
     """Write :func:`task_rows` to ``path`` (parquet); returns the path."""
     pandas = require("pandas", "verl")
     path = Path(path)

@@ -22,8 +22,14 @@ __all__ = ["ESTIMATOR_NAMES", "FIELDS", "batch_advantages", "episode_fields"]
 
 #: The non-tensor batch keys the agent loop writes (one object per row).
 FIELDS = (
-    "ttg_token_step", "ttg_can_complete", "ttg_remaining", "ttg_valid", "ttg_n_tokens",
-    "ttg_state_keys", "ttg_success", "ttg_failure_cost",
+    "ttg_token_step",
+    "ttg_can_complete",
+    "ttg_remaining",
+    "ttg_valid",
+    "ttg_n_tokens",
+    "ttg_state_keys",
+    "ttg_success",
+    "ttg_failure_cost",
 )
 
 #: verl estimator names this plugin registers: ``delta_ttg`` and the ``ttg_`` aliases of the
@@ -73,8 +79,10 @@ def batch_advantages(
         raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATOR_NAMES}")
     missing = [k for k in FIELDS if k not in non_tensor_batch]
     if missing:
-        raise KeyError(f"the batch lacks {missing}: run the ttg agent loop and install_hook() (see verl_plugin), "
-                       "with trainer.use_v1=false (verl's V1 trainer does not pass them on)")
+        raise KeyError(
+            f"the batch lacks {missing}: run the ttg agent loop and install_hook() (see verl_plugin), "
+            "with trainer.use_v1=false (verl's V1 trainer does not pass them on)"
+        )
     rewards = token_level_rewards.sum(-1).float().cpu()
     groups = np.unique(np.asarray(index, dtype=object).astype(str), return_inverse=True)[1]
     n_tokens = list(non_tensor_batch["ttg_n_tokens"])
@@ -82,11 +90,19 @@ def batch_advantages(
     # verl's response_mask is the authority on which tokens train (it may cut long responses).
     token_step = torch.where(response_mask.cpu().bool(), token_step, -1)
     out = step_advantages(
-        estimator, rewards, groups, [len(n) for n in n_tokens],
-        can_complete=non_tensor_batch["ttg_can_complete"], remaining=non_tensor_batch["ttg_remaining"],
-        valid=non_tensor_batch["ttg_valid"], success=non_tensor_batch["ttg_success"], n_tokens=n_tokens,
+        estimator,
+        rewards,
+        groups,
+        [len(n) for n in n_tokens],
+        can_complete=non_tensor_batch["ttg_can_complete"],
+        remaining=non_tensor_batch["ttg_remaining"],
+        valid=non_tensor_batch["ttg_valid"],
+        success=non_tensor_batch["ttg_success"],
+        n_tokens=n_tokens,
         state_keys=list(non_tensor_batch["ttg_state_keys"]),
-        failure_cost=float(np.asarray(non_tensor_batch["ttg_failure_cost"], dtype=float)[0]), rho=rho, cap=cap,
+        failure_cost=float(np.asarray(non_tensor_batch["ttg_failure_cost"], dtype=float)[0]),
+        rho=rho,
+        cap=cap,
         token_step=token_step,
     )
     return out.to(device=response_mask.device, dtype=torch.float32) * response_mask
