@@ -131,39 +131,23 @@ def test_corrupt_or_foreign_cache_entry_is_rebuilt(cache_dir, monkeypatch, damag
 def test_stock_textworld_in_the_same_process_is_untouched():
     from textworld.envs.pddl import logic, pddl, textgen
 
-    before = {
-        f: getattr(owner, f.split(".")[-1])
-        for owner, f in [
-            (textgen.ContextSensitiveGrammar, "CSG.derive"),
-            (textgen.ContextSensitiveGrammar, "CSG.parse"),
-            (textgen, "copy_context"),
-            (textgen, "_parse_and_convert"),
-            (pddl.PddlEnv, "PddlEnv.load"),
-            (pddl.PddlEnv, "PddlEnv.reset"),
-            (pddl.PddlEnv, "PddlEnv.step"),
-            (pddl.PddlEnv, "PddlEnv._gather_infos"),
-            (logic.PddlState, "PddlState.__init__"),
-            (logic, "_parse_and_convert"),
-        ]
-    }
+    patched = [
+        (textgen.ContextSensitiveGrammar, "CSG.derive"),
+        (textgen.ContextSensitiveGrammar, "CSG.parse"),
+        (textgen, "copy_context"),
+        (textgen, "_parse_and_convert"),
+        (pddl.PddlEnv, "PddlEnv.load"),
+        (pddl.PddlEnv, "PddlEnv.reset"),
+        (pddl.PddlEnv, "PddlEnv.step"),
+        (pddl.PddlEnv, "PddlEnv._gather_infos"),
+        (logic.PddlState, "PddlState.__init__"),
+        (logic, "_parse_and_convert"),
+    ]
+    before = {f: getattr(owner, f.split(".")[-1]) for owner, f in patched}
     env = gym.make("ttg/ALFWorld-v0", split="valid_seen")
     env.reset(options={"task_index": 0})
     env.step(f"<action>{env.unwrapped.admissible_commands[0]}</action>")
-    after = {
-        f: getattr(owner, f.split(".")[-1])
-        for owner, f in [
-            (textgen.ContextSensitiveGrammar, "CSG.derive"),
-            (textgen.ContextSensitiveGrammar, "CSG.parse"),
-            (textgen, "copy_context"),
-            (textgen, "_parse_and_convert"),
-            (pddl.PddlEnv, "PddlEnv.load"),
-            (pddl.PddlEnv, "PddlEnv.reset"),
-            (pddl.PddlEnv, "PddlEnv.step"),
-            (pddl.PddlEnv, "PddlEnv._gather_infos"),
-            (logic.PddlState, "PddlState.__init__"),
-            (logic, "_parse_and_convert"),
-        ]
-    }
+    after = {f: getattr(owner, f.split(".")[-1]) for owner, f in patched}
     assert after == before
     # A stock PddlEnv still translates on load and reset and parses on every derive.
     import fast_downward

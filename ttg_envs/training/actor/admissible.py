@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .rollout import HFGenerator
+
 __all__ = ["AdmissibleGenerator", "admissible_from_text"]
 
 _ADMISSIBLE = re.compile(r"Admissible actions: ([^\n]*)")
@@ -29,7 +31,7 @@ def admissible_from_text(text: str) -> list[str]:
     return [c.strip() for c in lines[-1].split(",") if c.strip()] if lines else []
 
 
-class AdmissibleGenerator:
+class AdmissibleGenerator(HFGenerator):
     """Samples one admissible command per prompt (token ids in, generated ids incl. end-of-turn out).
 
     Args:
@@ -46,6 +48,7 @@ class AdmissibleGenerator:
         self.tokenizer = tokenizer
         self.commands = commands
         self.eos = tokenizer.eos_token_id
+        self.stop_ids = {self.eos}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
         self._ids: dict[str, tuple[int, ...]] = {}
 
@@ -66,17 +69,9 @@ class AdmissibleGenerator:
                 node = node.setdefault(token, {})
         return root
 
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
-        """See :class:`~ttg_envs.training.actor.rollout.TokenGenerator`."""
-        import torch
-
+    def _generate_kwargs(self, prompts: Sequence[Sequence[int]], width: int) -> dict[str, Any]:
+        """Mask decoding to the admissible commands read from each prompt."""
         tries = [self._trie(p) for p in prompts]
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
-            attention[row, width - len(prompt) :] = 1
         every = list(range(len(self.tokenizer)))
 
         def allowed(row: int, sequence: Any) -> list[int]:
@@ -89,23 +84,4 @@ class AdmissibleGenerator:
                     return [self.pad_id]
             return list(node) or [self.pad_id]
 
-        device = next(self.model.parameters()).device
-        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
-        was_training = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=ids.to(device),
-                attention_mask=attention.to(device),
-                max_new_tokens=max_new_tokens,
-                pad_token_id=self.pad_id,
-                eos_token_id=self.eos,
-                prefix_allowed_tokens_fn=allowed,
-                **sampling,
-            )
-        self.model.train(was_training)
-        result = []
-        for row in out[:, width:].cpu().tolist():
-            cut = row.index(self.eos) + 1 if self.eos in row else len(row)
-            result.append(row[:cut])
-        return result
+        return {"eos_token_id": self.eos, "prefix_allowed_tokens_fn": allowed}

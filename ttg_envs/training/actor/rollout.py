@@ -95,9 +95,14 @@ class HFGenerator:
                 max_new_tokens=max_new_tokens,
                 pad_token_id=self.pad_id,
                 **sampling,
+                **self._generate_kwargs(prompts, width),
             )
         self.model.train(was_training)
         return [self._cut(row.tolist()) for row in out[:, width:].cpu()]
+
+    def _generate_kwargs(self, prompts: Sequence[Sequence[int]], width: int) -> dict[str, Any]:
+        """Extra ``model.generate`` arguments for one batch (subclasses constrain decoding here)."""
+        return {}
 
     def _cut(self, tokens: list[int]) -> list[int]:
         for i, token in enumerate(tokens):
