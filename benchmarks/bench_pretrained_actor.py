@@ -106,7 +106,10 @@ def main() -> None:
         else:
             env, selector = ProgressMeterWrapper(base, load_meter(args.meter)), GuidedSelector(timed, k=int(condition.split("-")[1]))
         t0, tok0, gen0 = time.perf_counter(), timed.tokens, timed.seconds
-        episodes = [play(env, selector, i, 0, counts) for i in progress_bar(indices, desc=condition, unit="ep")]
+        episodes = []
+        for i in progress_bar(indices, desc=condition, unit="ep"):
+            episodes.append(play(env, selector, i, 0, counts))
+            print(condition, json.dumps({**episodes[-1], **counts}), flush=True)
         report["conditions"][condition] = {
             "success_rate": sum(e["success"] for e in episodes) / len(episodes),
             "avg_steps": sum(e["steps"] for e in episodes) / len(episodes),
