@@ -21,8 +21,9 @@
   seconds; see :mod:`.planner`.
 - **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
   state the episode came through still reaches the goal, by stepping it through the engine (also
-  after undoing the last one or two commands); only when none does is there a search. A noisy expert's random detours then rarely cost a search, and
-  the expert's behaviour does not depend on time or machine load.
+  after undoing the last one or two commands); only when none does is there a search. A noisy
+  expert's random detours then rarely cost a search, and the expert's behaviour does not depend
+  on time or machine load.
 
 ``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
 ``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``
@@ -254,8 +255,7 @@ def undo_command(commands: Sequence[str]) -> str | None:
     returns to the location of the ``go to`` before it."""
     last = commands[-1]
     if last.startswith("go to "):
-        before = next((c for c in reversed(commands[:-1]) if c.startswith("go to ")), None)
-        return before
+        return next((c for c in reversed(commands[:-1]) if c.startswith("go to ")), None)
     for pattern, inverse in _UNDO:
         match = pattern.fullmatch(last)
         if match:
@@ -404,8 +404,6 @@ class AlfredEngine:
         self.planner_timeouts = 0
         #: Set by plan() when the current state's plan came from :meth:`repair`.
         self.last_plan_repaired = False
-        #: How often plan() answered with a repaired plan instead of a search.
-        self.plans_repaired = 0
 
     def close(self) -> None:
         """Give the core back to the idle pool with its game caches cleared (idempotent)."""
@@ -476,7 +474,7 @@ class AlfredEngine:
             core.plans.setdefault(self._sid, plan[1:])
         return self._feedback
 
-    def plan(self, came_through: Sequence[int] | None = None) -> list[str]:
+    def plan(self, came_through: Sequence[tuple[int, str | None]] | None = None) -> list[str]:
         """The planner's command sequence from the current state to the goal ([] if none).
 
         ``came_through``: the episode's path here, (:attr:`state_id`, command) pairs oldest first.
@@ -492,7 +490,6 @@ class AlfredEngine:
         self.last_plan_repaired = False
         if self._sid not in core.plans and came_through and self.repair(came_through) is not None:
             self.last_plan_repaired = True
-            self.plans_repaired += 1
         if self._sid not in core.plans:
             self._materialize()
             self._pddl.load_replan_task()

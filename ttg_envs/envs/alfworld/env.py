@@ -173,9 +173,9 @@ class ALFWorldEnv(TextEnv):
         the episode has left every known plan, with ``plan_repair`` the plans of the states it
         came through are tried first (:meth:`AlfredEngine.repair`: a plan counts when stepping
         it from here through the engine reaches the goal); only when none does, the engine
-        planner searches. The search runs under ``planner_timeout``: when it runs out, this returns ``[]`` (what
-        the planner returns when it finds no plan; :class:`ExpertPolicy` then takes ``look``),
-        :attr:`last_plan_timed_out` is True, the next step's ``info`` has
+        planner searches. The search runs under ``planner_timeout``: when it runs out, this
+        returns ``[]`` (what the planner returns when it finds no plan; :class:`ExpertPolicy`
+        then takes ``look``), :attr:`last_plan_timed_out` is True, the next step's ``info`` has
         ``planner_timeout: True`` and :attr:`planner_timeouts` counts it. The timeout is
         remembered for the state, so asking again returns ``[]`` at once.
         """
