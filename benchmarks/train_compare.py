@@ -301,14 +301,21 @@ def summary(runs: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]
 
 
 def markdown(rows: list[dict[str, Any]], threshold: float) -> str:
+    from ttg_envs._io import markdown_table
+
     steps = rows[0]["steps"]
-    head = "| estimator | seeds | " + " | ".join(f"step {s}" for s in steps) + f" | steps to {threshold:.0%} | wall s/run |"
-    lines = [head, "|" + "---|" * (len(steps) + 4)]
-    for r in rows:
-        cells = " | ".join(f"{100 * m:.1f} ± {100 * s:.1f}" for m, s in zip(r["mean"], r["std"]))
-        reach = r["steps_to_threshold"] if r["steps_to_threshold"] is not None else f"> {steps[-1]}"
-        lines.append(f"| {r['estimator']} | {r['seeds']} | {cells} | {reach} | {r['wall_s']:.0f} |")
-    return "\n".join(lines) + "\n"
+    columns = ["estimator", "seeds", *(f"step {s}" for s in steps), f"steps to {threshold:.0%}", "wall s/run"]
+    body = [
+        [
+            r["estimator"],
+            r["seeds"],
+            *(f"{100 * m:.1f} ± {100 * s:.1f}" for m, s in zip(r["mean"], r["std"])),
+            r["steps_to_threshold"] if r["steps_to_threshold"] is not None else f"> {steps[-1]}",
+            f"{r['wall_s']:.0f}",
+        ]
+        for r in rows
+    ]
+    return markdown_table(columns, body) + "\n"
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
