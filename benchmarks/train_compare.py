@@ -2,10 +2,14 @@
 
     PYTHONPATH=. python benchmarks/train_compare.py --out benchmarks/results/train_compare
 
-1. **Start** (cached in ``<out>/start``): a noisy expert (``--sft-eps``) plays the development pool's
-   other half (even train-split indices of ``--task-types``) with bare-command actions
-   (``action_format="lenient"``); a byte-level BPE is trained on those transcripts and a tiny
-   Qwen3 (``--hidden``/``--layers``) is fitted to the recorded actions by
+1. **Start** (cached in ``<out>/start``): a noisy expert (``--sft-eps``) plays the even train-split
+   indices of ``--task-types`` (``--sft-episodes`` each) and ``--sft-more`` more train-family tasks
+   per type that :func:`~ttg_envs.envs.alfworld.generator.generate_tasks` makes with the real
+   engine (indices 100 and up, never bundled; ``--sft-more-episodes`` each), with bare-command
+   actions (``action_format="lenient"``). Every step is labelled with the expert's command from
+   that state (DAgger-style, ``teacher=`` of :func:`~ttg_envs.training.actor.sft.record_demonstrations`),
+   so the clone learns recoveries, not the noise. A byte-level BPE is trained on those transcripts
+   and a tiny Qwen3 (``--hidden``/``--layers``) is fitted to the labels by
    :func:`~ttg_envs.training.actor.sft.sft_train` (prompts through the paper's E.5 window).
 2. **RL**: for each estimator and seed, the real :class:`~ttg_envs.training.actor.trainer.Trainer` (loss,
    credit and rollout code unchanged) trains the start on the odd train-split indices, sampling
@@ -48,14 +52,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="default: benchmarks/results/train_compare[_corridor]")
     p.add_argument("--estimators", default=",".join(ESTIMATORS))
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--steps", type=int, default=8)
     p.add_argument("--eval-every", type=int, default=4)
-    p.add_argument("--eval-tasks", type=int, default=12, help="tasks per held-out split (valid_seen, valid_unseen)")
-    p.add_argument("--task-types", default="look_at_obj_in_light,pick_and_place_simple")
-    p.add_argument("--tasks-per-step", type=int, default=4)
+    p.add_argument("--eval-tasks", type=int, default=None, help="tasks per held-out split (valid_seen, valid_unseen); default: all of them")
+    p.add_argument("--task-types", default="pick_and_place_simple")
+    p.add_argument("--tasks-per-step", type=int, default=8)
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=15)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--kl-coef", type=float, default=0.0)
     p.add_argument(
         "--meter",
@@ -66,7 +70,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--sft-eps", type=float, default=0.3, help="noise of the recorded noisy expert")
     p.add_argument("--sft-tasks", type=int, default=None, help="record on this many even-index train tasks (default: all)")
-    p.add_argument("--sft-epochs", type=int, default=3)
+    p.add_argument("--sft-episodes", type=int, default=4, help="noisy-expert episodes per even-index train task")
+    p.add_argument("--sft-more", type=int, default=300, help="more train-family tasks per type, generated for SFT only")
+    p.add_argument("--sft-more-episodes", type=int, default=2)
+    p.add_argument("--sft-epochs", type=int, default=4)
     p.add_argument("--sft-lr", type=float, default=2e-3)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
@@ -75,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     if args.env == "corridor":  # the toy's own sizes unless given
-        defaults = {"max_turns": 5, "lr": 3e-3, "hidden": 32, "layers": 1, "vocab": 300, "eval_tasks": 32}
+        defaults = {"max_turns": 5, "lr": 3e-3, "tasks_per_step": 4, "hidden": 32, "layers": 1, "vocab": 300, "eval_tasks": 32}
         given = set(a.split("=")[0].lstrip("-").replace("-", "_") for a in (argv if argv is not None else sys.argv[1:]))
         for k, v in defaults.items():
             if k not in given:
@@ -98,12 +105,28 @@ def env_kwargs(args, split: str) -> dict[str, Any]:
     return {"split": split, "action_format": "lenient", "task_types": args.task_types.split(",")}
 
 
-def make_envs(args, split: str, n: int) -> list[Any]:
+def make_envs(args, split: str, n: int, **extra: Any) -> list[Any]:
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401
 
-    return [gym.make(env_id(args), max_steps=args.max_turns, **env_kwargs(args, split)) for _ in range(n)]
+    return [gym.make(env_id(args), max_steps=args.max_turns, **env_kwargs(args, split), **extra) for _ in range(n)]
+
+
+def more_train_tasks(args, folder: Path) -> Path:
+    """``--sft-more`` generated train-family tasks per type (indices 100 and up), cached as JSON lines."""
+    from ttg_envs.envs.alfworld.generator import generate_tasks, write_jsonl_gz
+
+    path = folder / f"more_train_{args.sft_more}.jsonl.gz"
+    if not path.is_file():
+        lines = [
+            line
+            for t in args.task_types.split(",")
+            for line in generate_tasks("train", t, range(100, 100 + args.sft_more), workers=args.threads)
+        ]
+        folder.mkdir(parents=True, exist_ok=True)
+        write_jsonl_gz(path, lines)
+    return path
 
 
 def window(args):
@@ -151,26 +174,42 @@ def build_start(args, folder: Path) -> dict[str, Any]:
 
     even = list(range(0, n, 2))
     sft_tasks = [even[i] for i in spread_indices(len(even), args.sft_tasks)]
-    demos, stats = record_demonstrations(env, lambda s: command_only(make_policy("noisy_expert", seed=s, eps=args.sft_eps)), sft_tasks)
+    noisy = lambda s: command_only(make_policy("noisy_expert", seed=s, eps=args.sft_eps))  # noqa: E731
+    expert = command_only(make_policy("expert"))
+    demos, stats = record_demonstrations(env, noisy, sft_tasks, episodes_per_task=args.sft_episodes, teacher=expert)
+    recorded = [stats]
+    if args.sft_more:
+        more = more_train_tasks(args, folder)
+        more_env = make_envs(args, "train", 1, game_files=more)[0]
+        more_demos, more_stats = record_demonstrations(
+            more_env, noisy, range(more_env.unwrapped.num_tasks), episodes_per_task=args.sft_more_episodes, teacher=expert, seed=10**6
+        )
+        demos += more_demos
+        recorded.append(more_stats)
     texts = [env.unwrapped.system_prompt] + [m["content"] for d in demos for m in d.messages[1:]] + [d.action for d in demos]
     tokenizer = train_bpe_tokenizer(texts, vocab_size=args.vocab)
     rows = demonstration_rows(tokenizer, demos, PAPER_E5)
     model = tiny_causal_lm(tokenizer, hidden=args.hidden, layers=args.layers, heads=max(2, args.hidden // 32), seed=0)
     sft_start = time.perf_counter()
-    losses = sft_train(model, rows, epochs=args.sft_epochs, lr=args.sft_lr, batch_rows=4, pad_id=tokenizer.pad_token_id)
+    losses = sft_train(model, rows, epochs=args.sft_epochs, lr=args.sft_lr, batch_rows=16, pad_id=tokenizer.pad_token_id)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     info = {
-        "recorded": {
-            "policy": f"noisy_expert:{args.sft_eps}",
-            "tasks": len(sft_tasks),
-            "episodes": stats.episodes,
-            "success_rate": stats.success_rate,
-            "steps": stats.steps,
-            "planner_timeouts": stats.planner_timeouts,
-            "seconds": round(stats.seconds, 1),
-        },
+        "recorded": [
+            {
+                "tasks": name,
+                "policy": f"noisy_expert:{args.sft_eps}",
+                "labels": "expert",
+                "task_count": len(st.per_task),
+                "episodes": st.episodes,
+                "success_rate": st.success_rate,
+                "steps": st.steps,
+                "planner_timeouts": st.planner_timeouts,
+                "seconds": round(st.seconds, 1),
+            }
+            for name, st in zip(("bundled train, even indices", f"generated train family, {args.sft_more} per type"), recorded)
+        ],
         "sft": {
             "rows": len(rows),
             "epochs": args.sft_epochs,
@@ -243,7 +282,7 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
         lr=args.lr,
         kl_coef=args.kl_coef,
         entropy_coef=0.0,
-        mini_batch_rows=32 if args.env == "corridor" else 64,
+        mini_batch_rows=32 if args.env == "corridor" else 256,
         micro_batch_rows=16,
         task_indices=train_pool(args),
         history=window(args).history,

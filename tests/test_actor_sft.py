@@ -40,6 +40,26 @@ def test_expert_demonstrations_are_bare_commands_the_env_accepts(recorded):
     assert demos[1].messages[-2] == {"role": "assistant", "content": demos[0].action}
 
 
+def test_teacher_labels_the_states_a_noisy_policy_reaches():
+    """DAgger data: the episode follows the random policy, every label is the expert's answer there."""
+    env = gym.make("ttg/ALFWorld-v0", split="train", max_steps=6, action_format="lenient")
+    expert = command_only(make_policy("expert"))
+    behaviour = lambda seed: command_only(make_policy("noisy_expert", seed=seed, eps=1.0))  # noqa: E731
+    demos, stats = record_demonstrations(env, behaviour, [TASK], teacher=expert)
+    plain, _ = record_demonstrations(env, behaviour, [TASK])
+    assert stats.episodes == 1 and stats.successes == 0 and len(demos) == len(plain) == 6
+    # Same states as the untaught recording (the teacher does not act) ...
+    assert [d.messages for d in demos] == [d.messages for d in plain]
+    # ... but each label is the expert's first planned command from that state, not the random one.
+    for demo, random_step in zip(demos, plain):
+        env.reset(seed=0, options={"task_index": TASK})
+        replay = [m["content"] for m in demo.messages if m["role"] == "assistant"]
+        for command in replay:
+            env.step(command)
+        assert demo.action == expert(env)
+    assert [d.action for d in demos] != [d.action for d in plain]
+
+
 def test_rows_prompt_like_the_trainer_and_end_with_end_of_turn(recorded):
     _, demos, _, tokenizer = recorded
     rows = demonstration_rows(tokenizer, demos, PAPER_E5)

@@ -228,3 +228,27 @@ def test_missing_alfworld_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delitem(sys.modules, "ttg_envs.envs.alfworld.games")  # the module that loads games needs alfworld
     with pytest.raises(MissingExtraError, match=re.escape("pip install 'ttg-envs[alfworld]'")):
         load_tasks("train")
+
+
+def test_more_train_family_tasks_load_from_a_jsonl_and_their_walkthroughs_win(tmp_path: Path) -> None:
+    """Indices past the bundled 100 are new tasks of the train family; game_files loads their lines."""
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401
+
+    lines = gen.generate_tasks("train", "pick_and_place_simple", [101, 100], progress=False)
+    records = [json.loads(line) for line in lines]
+    assert len({r["id"] for r in records}) == 2 and all(r["type"] == "pick_and_place_simple" for r in records)
+    bundled = {json.loads(line)["id"] for line in gzip.decompress((gen.DATA_DIR / "train.jsonl.gz").read_bytes()).decode().splitlines()}
+    assert not bundled & {r["id"] for r in records}
+    path = tmp_path / "more.jsonl.gz"
+    gen.write_jsonl_gz(path, lines)
+    env = gym.make("ttg/ALFWorld-v0", game_files=path, action_format="lenient")
+    base = env.unwrapped
+    assert [t.id for t in base.tasks] == sorted(r["id"] for r in records) and {t.source for t in base.tasks} == {"generated"}
+    for index, task in enumerate(base.tasks):
+        env.reset(seed=0, options={"task_index": index})
+        info: dict[str, Any] = {}
+        for command in task.plan:
+            _, _, terminated, _, info = env.step(command)
+        assert terminated and info["success"], task.id

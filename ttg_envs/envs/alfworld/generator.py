@@ -568,10 +568,24 @@ def _job(args: tuple[str, str, int, int]) -> str:
 
 def generate_split(split: str, seed: int = 0, workers: int = 1, progress: bool = True) -> list[str]:
     """All task lines of a split in file order (types in :data:`GENERATION_ORDER`, then index)."""
+    return _run_jobs([(s, t, i, seed) for s, t, i in split_jobs(split)], workers, progress, split)
+
+
+def generate_tasks(split: str, task_type: str, indices: Iterable[int], seed: int = 0, workers: int = 1, progress: bool = True) -> list[str]:
+    """Task lines of one type at any ``indices`` of a split's family, in the given order.
+
+    Indices past the bundled counts give more tasks of the same family (same floorplans, same
+    rng derivation): e.g. ``generate_tasks("train", "pick_and_place_simple", range(100, 400))``
+    is 300 more train tasks, none of them bundled, loadable with ``ALFWorldEnv(game_files=...)``
+    once written with :func:`write_jsonl_gz`.
+    """
+    return _run_jobs([(split, task_type, int(i), seed) for i in indices], workers, progress, f"{split}/{task_type}")
+
+
+def _run_jobs(jobs: list[tuple[str, str, int, int]], workers: int, progress: bool, desc: str) -> list[str]:
     from tqdm import tqdm
 
-    jobs = [(s, t, i, seed) for s, t, i in split_jobs(split)]
-    bar = tqdm(total=len(jobs), desc=split, disable=not progress, file=sys.stderr)
+    bar = tqdm(total=len(jobs), desc=desc, disable=not progress, file=sys.stderr)
     lines: list[str] = []
     if workers > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:

@@ -66,7 +66,9 @@ def load_tasks(
     (``ttg_envs/envs/alfworld/data``). ``source="official"``: ALFWorld's games under
     ``$ALFWORLD_DATA/json_2.1.1/<split>`` (fetched beforehand with ``alfworld-download``),
     filtered as alfworld does. ``game_files``: a ``.tw-pddl`` file, a folder searched recursively,
-    or a list of either (then ``split`` only labels the tasks).
+    a ``.jsonl``/``.jsonl.gz`` file of task lines in the bundled format (what
+    :mod:`~ttg_envs.envs.alfworld.generator` writes, e.g. more train-family tasks), or a list of
+    these (then ``split`` only labels the tasks).
     """
     if game_files is not None:
         tasks = _tasks_from_game_files(game_files, split)
@@ -92,11 +94,14 @@ def _check_split(split: str) -> None:
 
 def _bundled_tasks(split: str) -> list[AlfredTask]:
     _check_split(split)
+    return _tasks_from_records(_bundled_records(split), split, "bundled")
+
+
+def _tasks_from_records(records: Iterable[Mapping[str, Any]], split: str, source: str) -> list[AlfredTask]:
     from .games import make_game
 
     return [
-        AlfredTask(r["id"], r["type"], split, "bundled", r["goal"], tuple(r["walkthrough"]), _game=lambda r=r: make_game(r))
-        for r in _bundled_records(split)
+        AlfredTask(r["id"], r["type"], split, source, r["goal"], tuple(r["walkthrough"]), _game=lambda r=r: make_game(r)) for r in records
     ]
 
 
@@ -139,17 +144,20 @@ def _is_solvable(game_path: Path) -> bool:
 def _tasks_from_game_files(game_files: Any, split: str) -> list[AlfredTask]:
     items = [game_files] if isinstance(game_files, (str, os.PathLike)) else list(game_files)
     paths: list[Path] = []
+    generated: list[AlfredTask] = []
     for item in items:
         p = Path(item)
-        if p.is_dir():
+        if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")):
+            generated.extend(_tasks_from_records(read_jsonl(p), split, "generated"))
+        elif p.is_dir():
             paths.extend(p.rglob("*.tw-pddl"))
         elif p.is_file():
             paths.append(p)
         else:
             raise FileNotFoundError(f"no game file or folder at {p}")
-    if not paths:
+    if not paths and not generated:
         raise FileNotFoundError(f"no .tw-pddl files found in {game_files}")
-    tasks = []
+    tasks = sorted(generated, key=lambda t: t.id)
     for p in sorted({q.resolve() for q in paths}, key=lambda q: q.as_posix()):
         tasks.append(AlfredTask(p.parent.name + "/" + p.name, _task_type_of(p), split, "files", _game=lambda p=p: str(p)))
     return tasks

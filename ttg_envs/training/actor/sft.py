@@ -77,12 +77,18 @@ def record_demonstrations(
     episodes_per_task: int = 1,
     seed: int = 0,
     successful_only: bool = False,
+    teacher: Callable[[Any], str] | None = None,
 ) -> tuple[list[Demonstration], DemoStats]:
     """Play ``make_policy(episode_seed)`` on each task ``episodes_per_task`` times; every step is kept.
 
     ``env`` is any wrapper stack over a ``TextEnv`` (its ``max_steps`` bounds the episode). With
     ``successful_only`` the steps of failed episodes are dropped. ALFWorld's
     ``info["planner_timeout"]`` steps are counted in the stats.
+
+    With a ``teacher``, each step is labelled with ``teacher(env)`` (asked before the behaviour
+    policy acts) while the episode follows the behaviour policy: DAgger-style data, the states a
+    noisy policy reaches with the teacher's answer in each, so a clone learns to recover from its
+    own detours without learning the detours. The stats are the behaviour policy's.
     """
     demos: list[Demonstration] = []
     stats = DemoStats()
@@ -96,9 +102,10 @@ def record_demonstrations(
             info: dict[str, Any] = {}
             while True:
                 messages = copy.deepcopy(env.unwrapped.messages)
+                label = teacher(env) if teacher is not None else None
                 action = policy(env)
                 _, _, terminated, truncated, info = env.step(action)
-                steps.append(Demonstration(messages, action, int(task)))
+                steps.append(Demonstration(messages, action if label is None else label, int(task)))
                 stats.planner_timeouts += bool(info.get("planner_timeout"))
                 if terminated or truncated:
                     break
