@@ -177,7 +177,7 @@ def build_start(args, folder: Path) -> dict[str, Any]:
     noisy = lambda s: command_only(make_policy("noisy_expert", seed=s, eps=args.sft_eps))  # noqa: E731
     expert = command_only(make_policy("expert"))
     demos, stats = record_demonstrations(env, noisy, sft_tasks, episodes_per_task=args.sft_episodes, teacher=expert)
-    recorded = [stats]
+    recorded = [("bundled train, even indices", stats)]
     if args.sft_more:
         more = more_train_tasks(args, folder)
         more_env = make_envs(args, "train", 1, game_files=more)[0]
@@ -185,7 +185,7 @@ def build_start(args, folder: Path) -> dict[str, Any]:
             more_env, noisy, range(more_env.unwrapped.num_tasks), episodes_per_task=args.sft_more_episodes, teacher=expert, seed=10**6
         )
         demos += more_demos
-        recorded.append(more_stats)
+        recorded.append((f"generated train family, {args.sft_more} per type", more_stats))
     texts = [env.unwrapped.system_prompt] + [m["content"] for d in demos for m in d.messages[1:]] + [d.action for d in demos]
     tokenizer = train_bpe_tokenizer(texts, vocab_size=args.vocab)
     rows = demonstration_rows(tokenizer, demos, PAPER_E5)
@@ -208,7 +208,7 @@ def build_start(args, folder: Path) -> dict[str, Any]:
                 "planner_timeouts": st.planner_timeouts,
                 "seconds": round(st.seconds, 1),
             }
-            for name, st in zip(("bundled train, even indices", f"generated train family, {args.sft_more} per type"), recorded)
+            for name, st in recorded
         ],
         "sft": {
             "rows": len(rows),

@@ -156,7 +156,7 @@ def _tasks_from_game_files(game_files: Any, split: str) -> list[AlfredTask]:
         else:
             raise FileNotFoundError(f"no game file or folder at {p}")
     if not paths and not generated:
-        raise FileNotFoundError(f"no .tw-pddl files found in {game_files}")
+        raise FileNotFoundError(f"no .tw-pddl or .jsonl(.gz) task files found in {game_files}")
     tasks = sorted(generated, key=lambda t: t.id)
     for p in sorted({q.resolve() for q in paths}, key=lambda q: q.as_posix()):
         tasks.append(AlfredTask(p.parent.name + "/" + p.name, _task_type_of(p), split, "files", _game=lambda p=p: str(p)))
