@@ -17,8 +17,14 @@
    uses ``--meter`` (default: the shipped ALFWorld meter).
 3. **Evaluation** every ``--eval-every`` steps: success of the sampled policy (temperature 1, a fixed
    seed per task) on ``--eval-tasks`` tasks of valid_seen and of valid_unseen each, spread over the
-   split (``spread_indices``) after the task-type filter. Settings were chosen on the train split
-   only; the eval tasks are never trained or tuned on.
+   split (``spread_indices``) after the task-type filter, ``--eval-samples`` episodes per task.
+   Settings were chosen on the train split only; the eval tasks are never trained or tuned on. The
+   start is evaluated once, under ``--start-eval-seeds`` sampling seeds; the first is every run's
+   step 0, and their spread (printed under the table) is the noise of one evaluation.
+
+Each finished (estimator, seed) run is kept in ``<out>/runs/<estimator>-<seed>/run.json`` with the
+settings it ran under, and a rerun with the same settings reuses it, so an interrupted comparison
+resumes and more seeds or estimators can be added later.
 
 Writes ``curves.json`` (every evaluation and training step), ``table.md`` (success at fixed steps,
 mean and std over seeds; steps to ``--threshold``) and ``curves.png`` (paper figure 3's two panels:
@@ -55,10 +61,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--eval-every", type=int, default=4)
     p.add_argument("--eval-tasks", type=int, default=None, help="tasks per held-out split (valid_seen, valid_unseen); default: all of them")
+    p.add_argument("--eval-samples", type=int, default=1, help="sampled episodes per held-out task and evaluation")
+    p.add_argument(
+        "--start-eval-seeds",
+        type=int,
+        default=4,
+        help="evaluate the start with this many sampling seeds (the first is every run's step 0) to show the evaluation's own noise",
+    )
     p.add_argument("--task-types", default="pick_and_place_simple")
     p.add_argument("--tasks-per-step", type=int, default=8)
     p.add_argument("--group-size", type=int, default=4)
-    p.add_argument("--max-turns", type=int, default=15)
+    p.add_argument("--max-turns", type=int, default=15, help="turn cap of training and evaluation episodes")
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--kl-coef", type=float, default=0.0)
     p.add_argument(
@@ -73,6 +86,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sft-episodes", type=int, default=4, help="noisy-expert episodes per even-index train task")
     p.add_argument("--sft-more", type=int, default=300, help="more train-family tasks per type, generated for SFT only")
     p.add_argument("--sft-more-episodes", type=int, default=2)
+    p.add_argument("--sft-turns", type=int, default=15, help="turn cap of the recorded noisy-expert episodes")
     p.add_argument("--sft-epochs", type=int, default=4)
     p.add_argument("--sft-lr", type=float, default=2e-3)
     p.add_argument("--hidden", type=int, default=64)
@@ -105,12 +119,14 @@ def env_kwargs(args, split: str) -> dict[str, Any]:
     return {"split": split, "action_format": "lenient", "task_types": args.task_types.split(",")}
 
 
-def make_envs(args, split: str, n: int, **extra: Any) -> list[Any]:
+def make_envs(args, split: str, n: int, turns: int | None = None, **extra: Any) -> list[Any]:
+    """``n`` envs of ``split`` capped at ``turns`` (default ``--max-turns``)."""
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401
 
-    return [gym.make(env_id(args), max_steps=args.max_turns, **env_kwargs(args, split), **extra) for _ in range(n)]
+    turns = turns or args.max_turns
+    return [gym.make(env_id(args), max_steps=turns, **env_kwargs(args, split), **extra) for _ in range(n)]
 
 
 def more_train_tasks(args, folder: Path) -> Path:
@@ -167,7 +183,7 @@ def build_start(args, folder: Path) -> dict[str, Any]:
     from ttg_envs.training.actor.sft import command_only, demonstration_rows, record_demonstrations, sft_train
     from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
-    env = make_envs(args, "train", 1)[0]
+    env = make_envs(args, "train", 1, turns=args.sft_turns)[0]
     n = env.unwrapped.num_tasks
     start = time.perf_counter()
     from ttg_envs.runner import spread_indices
@@ -180,7 +196,7 @@ def build_start(args, folder: Path) -> dict[str, Any]:
     recorded = [("bundled train, even indices", stats)]
     if args.sft_more:
         more = more_train_tasks(args, folder)
-        more_env = make_envs(args, "train", 1, game_files=more)[0]
+        more_env = make_envs(args, "train", 1, turns=args.sft_turns, game_files=more)[0]
         more_demos, more_stats = record_demonstrations(
             more_env, noisy, range(more_env.unwrapped.num_tasks), episodes_per_task=args.sft_more_episodes, teacher=expert, seed=10**6
         )
@@ -240,19 +256,21 @@ def held_out_tasks(args) -> dict[str, tuple[int, ...]]:
     }
 
 
-def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tuple[int, ...]], args) -> dict[str, float]:
-    """Held-out success per split (and pooled) of the sampled policy; the RNG is seeded so reruns agree."""
+def evaluate(model, tokenizer, envs: dict[str, list[Any]], tasks: dict[str, tuple[int, ...]], args, seed: int = 12345) -> dict[str, float]:
+    """Held-out success per split (and pooled) of the sampled policy over ``--eval-samples`` episodes per
+    task; the RNG is seeded so reruns agree."""
     import torch
 
     from ttg_envs.training.actor.admissible import AdmissibleGenerator
     from ttg_envs.training.actor.rollout import run_episodes
 
     state = torch.get_rng_state()
-    torch.manual_seed(12345)
+    torch.manual_seed(seed)
     out, every = {}, []
     generator = AdmissibleGenerator(model, tokenizer)
     for split, indices in tasks.items():
-        specs = [(i, task, 1000 + i) for i, task in enumerate(indices)]
+        # Sample j of task i plays with env seed 1000 + i + 10**5 j (one sample: the seeds 1000 + i).
+        specs = [(i, task, 1000 + i + 10**5 * j) for j in range(args.eval_samples) for i, task in enumerate(indices)]
         episodes = run_episodes(envs[split][: len(specs)], generator, tokenizer, specs, max_tokens(args), 1.0, 1.0, window(args))
         out[split] = float(np.mean([e.success for e in episodes]))
         every += [e.success for e in episodes]
@@ -265,7 +283,8 @@ def max_tokens(args) -> int:
     return 4 if args.env == "corridor" else 16
 
 
-def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter) -> dict[str, Any]:
+def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter, start_eval: dict[str, float]) -> dict[str, Any]:
+    """One (estimator, seed) run from the start; ``start_eval`` is the start's own evaluation (step 0, the same for every run)."""
     from ttg_envs.training.actor.admissible import AdmissibleGenerator
     from ttg_envs.training.actor.trainer import TrainConfig, Trainer
 
@@ -310,9 +329,36 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
                 )
         run["eval_steps"].append(target)
         run["eval_tokens"].append(tokens)
-        run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args))
+        run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args) if target else start_eval)
         print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} ({time.perf_counter() - begin:.0f}s)", flush=True)
     run["wall_s"] = round(time.perf_counter() - begin, 1)
+    run["settings"] = run_settings(args)
+    run_file(args, estimator, seed).write_text(json.dumps(run, indent=1))
+    return run
+
+
+#: Arguments that do not change what one (estimator, seed) run computes.
+_NOT_RUN_SETTINGS = ("out", "estimators", "seeds", "threads", "threshold", "start_eval_seeds")
+
+
+def run_settings(args) -> dict[str, Any]:
+    """The arguments a finished run's cached result must match to be reused."""
+    return {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_RUN_SETTINGS}
+
+
+def run_file(args, estimator: str, seed: int) -> Path:
+    return Path(args.out) / "runs" / f"{estimator}-{seed}" / "run.json"
+
+
+def cached_run(args, estimator: str, seed: int) -> dict[str, Any] | None:
+    """A finished run's result when its settings match ``args`` (so an interrupted comparison resumes)."""
+    path = run_file(args, estimator, seed)
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text())
+    if run.get("settings") != run_settings(args):
+        return None
+    print(f"{estimator} seed {seed}: reusing {path}", flush=True)
     return run
 
 
@@ -339,7 +385,8 @@ def summary(runs: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]
     return rows
 
 
-def markdown(rows: list[dict[str, Any]], threshold: float) -> str:
+def markdown(rows: list[dict[str, Any]], threshold: float, start: list[float] | None = None) -> str:
+    """The table of ``summary`` rows; ``start``: the start's held-out success under several sampling seeds."""
     from ttg_envs._io import markdown_table
 
     steps = rows[0]["steps"]
@@ -354,7 +401,14 @@ def markdown(rows: list[dict[str, Any]], threshold: float) -> str:
         ]
         for r in rows
     ]
-    return markdown_table(columns, body) + "\n"
+    text = markdown_table(columns, body) + "\n"
+    if start and len(start) > 1:
+        text += (
+            f"\nThe start itself, sampled with {len(start)} seeds: {100 * np.mean(start):.1f} ± {100 * np.std(start, ddof=1):.1f} "
+            f"(range {100 * min(start):.1f}-{100 * max(start):.1f}); step 0 above is the first seed, and every later "
+            "evaluation is one draw with that much noise.\n"
+        )
+    return text
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -391,7 +445,7 @@ def main(argv=None) -> int:
     start_info = build_start(args, out / "start")
     print("start:", json.dumps(start_info), flush=True)
     tasks = held_out_tasks(args)
-    eval_envs = {split: make_envs(args, split, len(idx)) for split, idx in tasks.items()}
+    eval_envs = {split: make_envs(args, split, args.eval_samples * len(idx)) for split, idx in tasks.items()}
     meter = None
     estimators = args.estimators.split(",")
     if "delta_ttg" in estimators and args.env == "corridor":
@@ -402,24 +456,34 @@ def main(argv=None) -> int:
         from ttg_envs.meters import load_meter
 
         meter = load_meter(args.meter)
-    runs = [train_run(args, est, int(seed), out / "start", tasks, eval_envs, meter) for seed in args.seeds.split(",") for est in estimators]
+    start_model = load_start(out / "start")
+    start_seeds = (12345, *range(1, args.start_eval_seeds))
+    start_evals = [evaluate(*start_model, eval_envs, tasks, args, seed) for seed in start_seeds]
+    start_eval = start_evals[0]
+    print(f"start: held-out {start_eval}", flush=True)
+    runs = [
+        cached_run(args, est, int(seed)) or train_run(args, est, int(seed), out / "start", tasks, eval_envs, meter, start_eval)
+        for seed in args.seeds.split(",")
+        for est in estimators
+    ]
     rows = summary(runs, args.threshold)
     result = {
         "command": "python " + " ".join(sys.argv),
         "args": vars(args),
         "start": start_info,
+        "start_eval": {"seeds": list(start_seeds), "evals": start_evals},
         "held_out_tasks": tasks,
         "runs": runs,
         "summary": rows,
         "wall_s": round(time.perf_counter() - begin, 1),
     }
     (out / "curves.json").write_text(json.dumps(result, indent=1))
-    (out / "table.md").write_text(markdown(rows, args.threshold))
+    (out / "table.md").write_text(markdown(rows, args.threshold, [e["all"] for e in start_evals]))
     try:
         plot(rows, out / "curves.png")
     except ImportError as exc:  # matplotlib is the plot extra
         print(f"no plot: {exc}")
-    print(markdown(rows, args.threshold))
+    print(markdown(rows, args.threshold, [e["all"] for e in start_evals]))
     print(f"wall {result['wall_s']:.0f}s; outputs in {out}")
     return 0
 
