@@ -312,6 +312,10 @@ def test_a_forked_grandchild_does_not_outlive_its_app(env):
     token = f"{time.time() % 1000:.6f}7"  # a unique sleep duration to find the process by
     out = _call(env, "fork_exec", token=token)
     assert isinstance(out, dict) and "pid" in out  # fork_exec itself works (the audit hook does not see it)
+    # fork_exec returns once the child is forked, before it has exec'd sleep: wait for the exec.
+    deadline = time.time() + 5
+    while not _processes_with(token) and time.time() < deadline:
+        time.sleep(0.05)
     assert _processes_with(token), "the grandchild should run during the episode"
     for pid in _processes_with(token):
         assert os.stat(f"/proc/{pid}").st_uid == isolation.SANDBOX_UID
