@@ -347,6 +347,7 @@ def run_settings(args) -> dict[str, Any]:
 
 
 def run_file(args, estimator: str, seed: int) -> Path:
+    """Where the result of one (estimator, seed) run is cached."""
     return Path(args.out) / "runs" / f"{estimator}-{seed}" / "run.json"
 
 
