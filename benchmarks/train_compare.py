@@ -479,12 +479,13 @@ def main(argv=None) -> int:
         "wall_s": round(time.perf_counter() - begin, 1),
     }
     (out / "curves.json").write_text(json.dumps(result, indent=1))
-    (out / "table.md").write_text(markdown(rows, args.threshold, [e["all"] for e in start_evals]))
+    table = markdown(rows, args.threshold, [e["all"] for e in start_evals])
+    (out / "table.md").write_text(table)
     try:
         plot(rows, out / "curves.png")
     except ImportError as exc:  # matplotlib is the plot extra
         print(f"no plot: {exc}")
-    print(markdown(rows, args.threshold, [e["all"] for e in start_evals]))
+    print(table)
     print(f"wall {result['wall_s']:.0f}s; outputs in {out}")
     return 0
 
