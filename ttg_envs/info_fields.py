@@ -60,6 +60,10 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
         "PlanLength (meter-evaluation recordings of ALFWorld)",
         "Length of the expert's plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; 0 once won; None when the planner ran out of its time limit); its change labels step quality.",
     ),
+    "expert_ttg": (
+        "PlanLength with the expert's response format (meter recordings of ALFWorld)",
+        "Token-to-Go of the expert's roll-out from the new state: the tokens of the expert's responses along its plan (what TokenCounter records if the expert plays on); 0 once won; None when the plan does not fit in the turns left or the planner timed out. The meter's training target.",
+    ),
     "planner_timeout": (
         "ttg/ALFWorld-v0, only when it happened",
         "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step: no earlier plan applied, `expert_plan()` returned [] and the expert took `look`.",

@@ -145,7 +145,8 @@ class EpisodeTask:
         label: the name results and reports use (default: the condition, else ``policy``).
         meter: a ``load_meter`` spec (or, in one process, a meter) for guided conditions.
         record, record_label: a trajectory file to append the episode to, and its ``policy`` metadata.
-        plan_lengths: record the planner's plan length at every state (envs with ``expert_plan()``).
+        plan_lengths: record the planner's plan length at every state, and the expert roll-out's
+            TTG (``expert_ttg``) where the expert policy says how it responds (envs with ``expert_plan()``).
     """
 
     env_id: str
@@ -187,7 +188,9 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
     first = tasks[0]
     base: gym.Env = make_env(first.env_id, **first.env_kwargs)
     if first.plan_lengths and hasattr(base.unwrapped, "expert_plan"):
-        base = PlanLength(base)  # exact step-quality labels, recorded with the trajectory
+        # Exact step-quality labels and the expert roll-out's TTG, recorded with the trajectory.
+        expert = make_policy(first.env_id, "expert")
+        base = PlanLength(base, respond=getattr(expert, "respond", None))
     stacks: dict[tuple, gym.Env] = {}
     results = []
     try:

@@ -97,7 +97,8 @@ def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None
         "--conditions",
         nargs="+",
         default=["natural", "random-4", "guided-4"],
-        help="natural, random-<k>, guided-<k> (default: %(default)s)",
+        help="natural, random-<k>, guided-<k>, planner-<k> (the same k candidates chosen by the planner's plan "
+        "length: guided-k's ceiling; envs with a planner) (default: %(default)s)",
     )
     p.add_argument(
         "--actor",
@@ -151,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
     _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
-    de.set_defaults(seeds=None)  # the panel's seeds unless given
+    de.set_defaults(seeds=None, conditions=None)  # the panel's seeds; planner-4 too where the env has a planner
     de.add_argument("--meter", default=None, help="use this meter instead of training one")
     # --limit: evaluated tasks per split, as in rollout and eval (--tasks N, its old spelling, still parses).
     de.add_argument("--limit", dest="tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
@@ -171,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
-        "noisy_expert:0.5, noisy_expert:1)",
+        "noisy_expert:0.5, noisy_expert:0.75, noisy_expert:1)",
     )
     de.set_defaults(func=_demo)
 

@@ -42,6 +42,17 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=int, help="encoder: read only the last N action segments after the task (default: 0, all)")
     p.add_argument("--segment-tokens", type=int, help="encoder: tokens read per segment (default: %(default)s)")
     p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
+    p.add_argument(
+        "--targets",
+        choices=("recorded", "expert"),
+        help="encoder: labels from each trajectory's own outcome and TTG (recorded, the paper's eq. 1-2) or from the "
+        "expert's roll-out from every state (expert; recorded with plan lengths, ALFWorld) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--turn-limit",
+        type=int,
+        help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",
+    )
     p.add_argument("--batch-size", type=int)
     p.add_argument("--max-examples", type=int, help="causal: subsample SFT prefixes")
     p.add_argument("--max-prompt-tokens", type=int, help="causal: meter prompt budget (default 384 tiny, 6144 otherwise)")

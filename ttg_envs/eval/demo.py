@@ -1,12 +1,15 @@
-"""``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts.
+"""``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts
+(and, on envs with a planner, planner-4: the same candidates chosen by a perfect meter).
 
 Offline and on a CPU by default:
 
 - tasks: the bundled ALFWorld games; the meter trains on 90 tasks spread over ``train`` and each
   valid split evaluates 20 tasks spread over it with seeds 3-5 (every task type appears), none of
   them the 10 tasks x seeds 0-2 on which the demo's settings were chosen (``--panel development``);
-- meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of four
-  scripted policies of different quality, recorded through ``TokenCounter``;
+- meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of
+  scripted policies of different quality, recorded through ``TokenCounter``; on envs with a
+  planner its labels come from the expert's roll-out from every recorded state
+  (``targets="expert"``) and it reads the turns left (budget-aware);
 - actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
   (the planner's action with probability 0.25, a random admissible command otherwise).
 
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 #: Scripted policies of different quality that the demo's meter learns from (``ttg train-meter`` syntax).
-METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
+METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:0.75", "noisy_expert:1")
 
 #: Evaluation panels. ``development``: the tasks and seeds on which the demo's meter settings
 #: (window, segment length, data size) were chosen; ``heldout`` (the default): other tasks of the
@@ -87,8 +90,17 @@ def train_demo_meter(
     epochs: int,
     policies: Sequence[str] = METER_POLICIES,
 ) -> Path:
-    """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
+    """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter.
+
+    On envs with a planner the labels are the expert roll-out's from every state and the meter is
+    budget-aware (it reads the turns left of the env's turn limit).
+    """
+    from ..registry import env_settings
+    from ..runner import has_planner
     from ..training.meter.pipeline import train_meter
+
+    planner = has_planner(env_id, {**env_kwargs, "split": split})
+    limit = env_kwargs.get("max_steps") or env_settings(env_id).max_turns
 
     return train_meter(
         out,
@@ -101,6 +113,8 @@ def train_demo_meter(
         epochs=epochs,
         seed=seed,
         workers=workers,
+        targets="expert" if planner else "recorded",
+        turn_limit=int(limit) if planner else 0,
     )
 
 
@@ -116,6 +130,11 @@ def run_demo(args: Any) -> int:
     panel = PANELS[args.panel]
     args.tasks = args.tasks or panel["tasks"]
     args.seeds = list(args.seeds or panel["seeds"])
+    if args.conditions is None:
+        from ..runner import has_planner
+
+        planner = has_planner(args.env, {**env_kwargs, "split": args.splits[0]})
+        args.conditions = ["natural", "random-4", "guided-4"] + (["planner-4"] if planner else [])
     meter_split, meter_indices, tasks, note = plan_tasks(
         args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks, args.panel
     )

@@ -54,6 +54,9 @@ class ProgressMeterWrapper(BranchableWrapper):
         meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
         failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvSpec``).
 
+    A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
+    turn limit) is set to count turns left from this env's ``max_steps``.
+
     Attributes:
         costs: c_0..c_t of the episode so far (the last one anchored once the episode ended).
         estimates: the meter's :class:`Estimate` for h_0..h_t (None for the anchored final state).
@@ -66,6 +69,10 @@ class ProgressMeterWrapper(BranchableWrapper):
         super().__init__(env)
         self.meter = meter
         self.failure_cost = float(failure_cost) if failure_cost is not None else default_failure_cost(env)
+        # A budget-aware meter counts turns left from this env's limit.
+        limit = getattr(env.unwrapped, "max_steps", None)
+        if getattr(meter, "budget_aware", False) and limit is not None and meter.turn_limit != limit:
+            meter.turn_limit = int(limit)
         self.costs: list[float] = []
         self.estimates: list[Estimate | None] = []
         self._defer = False

@@ -49,6 +49,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "window": 0,
     "segment_tokens": 48,
     "keep_reasoning": False,
+    "targets": "recorded",
+    "turn_limit": 0,
     "batch_size": 16,
     "max_examples": None,
     "max_prompt_tokens": None,
@@ -142,6 +144,7 @@ def train(args: argparse.Namespace) -> None:
                 tasks=args.tasks,
                 seed=args.seed,
                 workers=args.workers,
+                plan_lengths=args.targets == "expert",
             )
         ]
     timings["record_s"] = time.perf_counter() - start

@@ -5,6 +5,13 @@ it at inference (the task segment and the last ``window`` action segments); the 
 trajectory are encoded once per batch and shared by its prefixes. Every prefix learns the
 completion label b; prefixes of successful trajectories also regress log(1 + TTG_t).
 
+Targets (``RegressionConfig.targets``): ``recorded`` is the paper's eq. 1-2, the trajectory's own
+outcome and TTG. ``expert`` takes each prefix's label from the expert's roll-out from that state
+(``Trajectory.expert_ttg``: b = the expert finishes within the turns left, v = its TTG): the
+recorded policy rolls in, the expert rolls out. A random walk's prefixes then say how far the
+state it reached is from the goal, instead of how much more random walking followed, and a step
+that changes nothing leaves the target unchanged, so the meter learns no reward for doing nothing.
+
 Each trajectory weighs the same whatever its length, in both losses. Counting prefixes instead
 lets the long failed episodes of weak policies (a random policy runs to the 50-step limit)
 outnumber everything else, and the meter then predicts failure on every state.
@@ -41,10 +48,22 @@ class RegressionConfig:
     huber_delta: float = 1.0
     max_grad_norm: float = 1.0
     seed: int = 0
+    targets: str = "recorded"
 
 
-def trajectory_targets(trajectory: Trajectory) -> tuple[list[float], list[float]]:
-    """Per prefix h_0..h_T: completion label b and log(1 + TTG) (NaN for failed trajectories)."""
+def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tuple[list[float], list[float]]:
+    """Per prefix h_0..h_T: completion label b and log(1 + TTG) (NaN where b is 0).
+
+    ``targets="recorded"``: the trajectory's outcome and recorded TTG (eq. 1-2); ``"expert"``:
+    the expert roll-out's from each prefix (``trajectory.expert_ttg``).
+    """
+    if targets == "expert":
+        if trajectory.expert_ttg is None:
+            raise ValueError(f"{trajectory.id}: no expert_ttg recorded (record with plan_lengths=True) for targets='expert'")
+        b = [float(v is not None) for v in trajectory.expert_ttg]
+        return b, [math.nan if v is None else math.log1p(v) for v in trajectory.expert_ttg]
+    if targets != "recorded":
+        raise ValueError(f"targets must be 'recorded' or 'expert', got {targets!r}")
     n = trajectory.num_steps + 1
     b = [float(trajectory.success)] * n
     y = [math.log1p(v) for v in trajectory.ttg] if trajectory.ttg is not None else [math.nan] * n
@@ -70,7 +89,7 @@ def train_encoder_meter(
         segments = meter.segments(traj.messages)
         if len(segments) != traj.num_steps + 1:
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
-        data.append((segments, *trajectory_targets(traj)))
+        data.append((segments, *trajectory_targets(traj, config.targets)))
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
@@ -117,10 +136,11 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         inputs = meter.tokenize(texts)
         vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
     index = {t: i for i, t in enumerate(texts)}
-    rows, b, y, w = [], [], [], []
+    rows, steps, b, y, w = [], [], [], [], []
     for segs, bi, yi in batch:
         for t in range(len(segs)):
             rows.append([index[s] for s in meter.window(segs[: t + 1])])
+            steps.append(t)
             b.append(bi[t])
             y.append(yi[t])
             w.append(1.0 / len(segs))
@@ -128,7 +148,7 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
     for i, r in enumerate(rows):
         padded[i, : len(r)] = torch.tensor(r, device=device)
-    out = model(vectors[padded], lengths)
+    out = model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist()))
     last = out[torch.arange(len(rows), device=device), lengths.to(device) - 1]
     b = torch.tensor(b, device=device)
     y = torch.tensor(y, device=device)
