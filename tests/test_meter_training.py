@@ -302,6 +302,33 @@ def test_tokenizer_and_encoder_meter_training_are_deterministic(one_torch_thread
     assert vocab_a == vocab_b and out_a == out_b
 
 
+def test_full_history_loss_equals_the_per_prefix_loss(one_torch_thread):
+    """Training without a window reads every prefix from one GRU pass per trajectory; the loss
+    equals the one computed prefix by prefix (a window longer than every trajectory)."""
+    import dataclasses
+
+    import torch
+
+    from ttg_envs.meters.encoder import EncoderConfig, EncoderMeter, build_model, history_segments
+    from ttg_envs.training.meter import regression
+    from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
+
+    trajs = [
+        parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 5), i % 2 == 1), f"f:{i}")
+        for i in range(6)
+    ]
+    tokenizer = train_wordpiece_tokenizer([s for t in trajs for s in history_segments(t.messages)], vocab_size=200)
+    config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, turn_limit=10)
+    model = build_model(tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=27), 16, budget_aware=True)
+    meter = EncoderMeter(model, tokenizer, config)
+    batch = [(meter.segments(t.messages), *regression.trajectory_targets(t)) for t in trajs]
+    rc = regression.RegressionConfig()
+    full = regression._loss(meter, batch, False, rc, torch, "cpu")
+    meter.config = dataclasses.replace(config, window=100)
+    per_prefix = regression._loss(meter, batch, False, rc, torch, "cpu")
+    assert full.item() == per_prefix.item()
+
+
 # ------------------------------------------------------------------------------ the commands
 def test_train_and_eval_meter_commands(tiny_game, tmp_path, capsys):
     from ttg_envs.cli import main

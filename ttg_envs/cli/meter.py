@@ -85,6 +85,13 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
         "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
         "none: no step quality",
     )
+    p.add_argument(
+        "--noop-every",
+        type=int,
+        help="envs with a planner: at every N-th recorded state, score every admissible command plus help and count "
+        "how often a command that does nothing (help, look, inventory, examine, invalid) ranks above the planner's "
+        "best (0: skip; default: %(default)s)",
+    )
     p.add_argument("--failure-cost", type=float, help="C of eq. 7 (default: paper table 4 for --env)")
     add_out(p, "")
     p.set_defaults(**pipeline.EVAL_DEFAULTS, func=pipeline.evaluate)

@@ -45,6 +45,8 @@ class MeterReport:
     balanced_step_accuracy: float | None = None
     steps: dict[str, int] = field(default_factory=dict)
     per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: :class:`NoOpReport` as a dict, when ``eval-meter`` ran the no-op check (envs with a planner).
+    noop: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -180,7 +182,9 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
             "step-quality acc",
             "without ties",
             "good / bad acc",
+            "balanced",
             "steps good/bad/neutral (ties)",
+            "no-op above best",
         ),
         (
             (
@@ -192,11 +196,13 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
                 pct(r.step_quality_accuracy),
                 pct(r.decided_step_accuracy),
                 f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
+                pct(r.balanced_step_accuracy),
                 f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})",
+                "-" if not r.noop or r.noop["rate"] is None else f"{pct(r.noop['rate'])} of {r.noop['states']}",
             )
             for name, r in reports.items()
         ),
-        right=8,
+        right=10,
     )
 
 

@@ -136,6 +136,42 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         inputs = meter.tokenize(texts)
         vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
     index = {t: i for i, t in enumerate(texts)}
+    if meter.config.window is None:
+        last, b, y, w = _full_history_outputs(meter, batch, index, vectors, torch, device)
+    else:
+        last, b, y, w = _windowed_outputs(meter, batch, index, vectors, torch, device)
+    b = torch.tensor(b, device=device)
+    y = torch.tensor(y, device=device)
+    w = torch.tensor(w, device=device)
+    bce = (torch.nn.functional.binary_cross_entropy_with_logits(last[:, 0], b, reduction="none") * w).sum() / w.sum()
+    has_y = ~torch.isnan(y)
+    if has_y.any():
+        reg = torch.nn.functional.smooth_l1_loss(last[:, 1][has_y], y[has_y], beta=config.huber_delta, reduction="none")
+        reg = (reg * w[has_y]).sum() / w[has_y].sum()
+    else:
+        reg = last[:, 1].sum() * 0.0
+    return bce + reg
+
+
+def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
+    """Head outputs of every prefix from one GRU pass per trajectory (the GRU is causal, so its
+    state after segment t is the prefix h_t's), with targets and weights."""
+    lengths = torch.tensor([len(segs) for segs, _, _ in batch])
+    padded = torch.zeros((len(batch), int(lengths.max())), dtype=torch.long, device=device)
+    for i, (segs, _, _) in enumerate(batch):
+        padded[i, : len(segs)] = torch.tensor([index[s] for s in segs], device=device)
+    lengths_list = lengths.tolist()
+    out = meter.model(vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list))
+    rows = torch.cat([torch.full((n,), i, dtype=torch.long) for i, n in enumerate(lengths_list)]).to(device)
+    cols = torch.cat([torch.arange(n) for n in lengths_list]).to(device)
+    b = [v for _, bi, _ in batch for v in bi]
+    y = [v for _, _, yi in batch for v in yi]
+    w = [1.0 / n for n in lengths_list for _ in range(n)]
+    return out[rows, cols], b, y, w
+
+
+def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
+    """Head outputs of every prefix read through the meter's window (one GRU pass per prefix)."""
     rows, steps, b, y, w = [], [], [], [], []
     for segs, bi, yi in batch:
         for t in range(len(segs)):
@@ -148,16 +184,5 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
     for i, r in enumerate(rows):
         padded[i, : len(r)] = torch.tensor(r, device=device)
-    out = model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist()))
-    last = out[torch.arange(len(rows), device=device), lengths.to(device) - 1]
-    b = torch.tensor(b, device=device)
-    y = torch.tensor(y, device=device)
-    w = torch.tensor(w, device=device)
-    bce = (torch.nn.functional.binary_cross_entropy_with_logits(last[:, 0], b, reduction="none") * w).sum() / w.sum()
-    has_y = ~torch.isnan(y)
-    if has_y.any():
-        reg = torch.nn.functional.smooth_l1_loss(last[:, 1][has_y], y[has_y], beta=config.huber_delta, reduction="none")
-        reg = (reg * w[has_y]).sum() / w[has_y].sum()
-    else:
-        reg = last[:, 1].sum() * 0.0
-    return bce + reg
+    out = meter.model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist()))
+    return out[torch.arange(len(rows), device=device), lengths.to(device) - 1], b, y, w
