@@ -6,6 +6,7 @@
 ``ttg train``: DeltaTTG (or baseline) actor training on one node, table 4 settings per env.
 ``ttg eval``: an actor under natural, random-of-k and meter-guided best-of-k selection, over seeds.
 ``ttg demo``: offline on a CPU: train a meter on scripted trajectories, then natural vs random-4 vs guided-4.
+``ttg serve``: an env as an OpenEnv server (one env stack per session; forks for branching).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def _generate_alfworld(argv: Sequence[str]) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``ttg``: every subcommand, its flags declared through :mod:`ttg_envs.cli_args`."""
     from .meter import add_eval_meter, add_train_meter
+    from .serve import add_serve
     from .train import add_train
 
     parser = argparse.ArgumentParser(prog="ttg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_meter(sub)
     add_eval_meter(sub)
     add_train(sub)
+    add_serve(sub)
     # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)
     return parser
