@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 import threading
 import uuid
@@ -47,6 +48,7 @@ def _client_class():
     require_openenv("openenv.core.generic_client")
     from openenv.core.generic_client import GenericEnvClient
     from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
 
     class _Client(GenericEnvClient):
         """OpenEnv's generic client, plus the bearer token header (0.3.0 has no header option)."""
@@ -64,6 +66,20 @@ def _client_class():
                 except Exception as exc:
                     raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc
             return self
+
+        async def _send_and_receive(self, message):
+            try:
+                return await super()._send_and_receive(message)
+            except ConnectionClosed:
+                # The server may have said why before closing (a full server does): read it.
+                try:
+                    reply = json.loads(await asyncio.wait_for(self._ws.recv(), 1.0))
+                except Exception:
+                    reply = None
+                if isinstance(reply, dict) and reply.get("type") == "error":
+                    data = reply.get("data") or {}
+                    raise RuntimeError(f"Server error: {data.get('message')} (code: {data.get('code')})") from None
+                raise
 
     return _Client
 

@@ -24,7 +24,6 @@ import functools
 import hmac
 import ipaddress
 import json
-import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -353,12 +352,30 @@ class _Guard:
             receive = self._capped(receive)
             return await self.app(scope, receive, send)
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, self._objects_only(receive), send)
         except Exception as exc:
             # OpenEnv 0.3.0 closes the socket after the session's cleanup and lets a client's
             # own close surface as an error; the session is already gone by then.
             if type(exc).__name__ not in ("WebSocketDisconnect", "ClientDisconnected"):
                 raise
+
+    @staticmethod
+    def _objects_only(receive):
+        """OpenEnv 0.3.0 ends a WebSocket session on valid JSON that is not an object (``[1]``,
+        ``"x"``); such a message becomes one of unknown type, which gets an error reply instead."""
+
+        async def checked():
+            message = await receive()
+            text = message.get("text") if message["type"] == "websocket.receive" else None
+            if text is not None and text.lstrip()[:1] != "{":
+                try:
+                    json.loads(text)
+                except ValueError:
+                    return message  # not JSON: OpenEnv answers "Invalid JSON" itself
+                return {**message, "text": json.dumps({"type": "(a message must be a JSON object)"})}
+            return message
+
+        return checked
 
     def _capped(self, receive):
         seen = 0
@@ -405,21 +422,21 @@ def make_app(config: ServeConfig) -> Any:
         TTGObservation,
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=config.max_sessions, session_timeout=config.idle_timeout),
     )
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
     async def refused(request, exc):
         return JSONResponse({"detail": str(exc)}, status_code=400)
 
+    async def invalid(request, exc):  # FastAPI's own handler fails (500) on a body that is not UTF-8
+        return JSONResponse({"detail": jsonable(exc.errors())}, status_code=422)
+
     app.add_exception_handler(ServeError, refused)
+    app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(gym.error.ResetNeeded, refused)
-    app.state.ttg_sessions = sessions
-    return _Guard(app, config.token, config.max_message_bytes)
-
-
-def _uvicorn_config(app: Any, config: ServeConfig):
-    import uvicorn
-
-    return uvicorn.Config(app, ws_max_size=config.max_message_bytes, log_level="warning", lifespan="on")
+    guard = _Guard(app, config.token, config.max_message_bytes)
+    guard.sessions = sessions
+    return guard
 
 
 class ServerThread:
@@ -429,17 +446,23 @@ class ServerThread:
         import uvicorn
 
         self.config = config
-        self.sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((config.host, config.port))
-        self.server = uvicorn.Server(_uvicorn_config(make_app(config), config))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.app = make_app(config)
+        settings = uvicorn.Config(
+            self.app, host=config.host, port=config.port, ws_max_size=config.max_message_bytes, log_level="warning", lifespan="on"
+        )
+        self.server = uvicorn.Server(settings)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """(host, port) the server listens on (port 0 in the config: the one picked)."""
+        return self.server.servers[0].sockets[0].getsockname()[:2]
 
     @property
     def url(self) -> str:
         """``http://host:port`` of the running server."""
-        host, port = self.sock.getsockname()[:2]
-        return f"http://{host}:{port}"
+        host, port = self.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def start(self) -> str:
         """Start serving; returns :attr:`url` once the server accepts connections."""
@@ -449,15 +472,14 @@ class ServerThread:
         deadline = time.monotonic() + 30
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
+                raise RuntimeError(f"the server did not start on {self.config.host}:{self.config.port}")
             time.sleep(0.02)
         return self.url
 
     def stop(self) -> None:
-        """Stop serving and wait for the thread (sessions are closed by OpenEnv's shutdown)."""
+        """Stop serving and wait for the thread (open sessions are closed as their sockets close)."""
         self.server.should_exit = True
         self.thread.join(timeout=30)
-        self.sock.close()
 
     def __enter__(self) -> str:
         return self.start()
