@@ -156,22 +156,22 @@ def _guided(env, selector, steps: int):
 
 
 def test_guided_4_over_the_wire_equals_the_local_episode():
-    kwargs = {"split": "valid_seen", "max_steps": 12}
+    kwargs = {"split": "valid_seen", "max_steps": 8}
     meter = load_meter("ttg/ALFWorld-v0")
     local = _guided(
-        make_env("ttg/ALFWorld-v0", meter=meter, **kwargs), GuidedSelector(load_actor("scripted:noisy_expert:0.75", seed=7), k=4), 12
+        make_env("ttg/ALFWorld-v0", meter=meter, **kwargs), GuidedSelector(load_actor("scripted:noisy_expert:0.75", seed=7), k=4), 8
     )
     assert any(len(set(step[1])) > 1 for step in local), "the meter ranked candidates differently somewhere"
     with ServerThread(ServeConfig("ttg/ALFWorld-v0", kwargs, port=0, max_sessions=8)) as url:
         remote_env = make_env("ttg/Remote-v0", url=url, env_id="ttg/ALFWorld-v0", meter=meter)  # meter on the client
-        remote = _guided(remote_env, GuidedSelector(load_actor("scripted:noisy_expert:0.75", seed=7), k=4), 12)
+        remote = _guided(remote_env, GuidedSelector(load_actor("scripted:noisy_expert:0.75", seed=7), k=4), 8)
         remote_env.close()
     assert [step[:6] for step in remote] == [step[:6] for step in local]
     assert [step[6] for step in remote] == [jsonable(step[6]) for step in local]
     # The meter on the server (ttg serve --meter): the fields arrive in info, and the selector uses them.
     with ServerThread(ServeConfig("ttg/ALFWorld-v0", kwargs, meter="ttg/ALFWorld-v0", port=0, max_sessions=8)) as url:
         remote_env = gym.make("ttg/Remote-v0", url=url, env_id="ttg/ALFWorld-v0")
-        served = _guided(remote_env, GuidedSelector(load_actor("scripted:noisy_expert:0.75", seed=7), k=4), 12)
+        served = _guided(remote_env, GuidedSelector(load_actor("scripted:noisy_expert:0.75", seed=7), k=4), 8)
         remote_env.close()
     assert [step[0] for step in served] == [step[0] for step in local]
     assert all(step[6]["ttg_cost"] is not None for step in served)
@@ -181,3 +181,17 @@ def test_remote_env_refuses_a_server_of_another_env():
     with ServerThread(ServeConfig("ttg/PaperSearchQA-v0", {"split": "test"}, port=0)) as url:
         with pytest.raises(Exception, match="serves 'ttg/PaperSearchQA-v0', not 'ttg/ALFWorld-v0'"):
             RemoteEnv(url, "ttg/ALFWorld-v0")
+
+
+def test_ttg_eval_env_url_gives_the_local_results():
+    from ttg_envs.eval.evaluate import evaluate
+
+    kwargs = {"max_steps": 8}
+    common = dict(seeds=[0, 1], limit=1, workers=1)
+    local = evaluate("ttg/ALFWorld-v0", ["valid_seen"], ["natural"], "scripted:noisy_expert:0.5", env_kwargs=kwargs, **common)
+    with ServerThread(ServeConfig("ttg/ALFWorld-v0", {"split": "valid_seen", **kwargs}, port=0)) as url:
+        remote_kwargs = {"url": url, "env_id": "ttg/ALFWorld-v0"}  # what `ttg eval --env-url URL` passes
+        remote = evaluate("ttg/Remote-v0", ["valid_seen"], ["natural"], "scripted:noisy_expert:0.5", env_kwargs=remote_kwargs, **common)
+        with pytest.raises(Exception, match="serves split 'valid_seen'"):
+            evaluate("ttg/Remote-v0", ["valid_unseen"], ["natural"], "scripted:expert", env_kwargs=remote_kwargs, seeds=[0], limit=1)
+    assert remote == local and len(local) == 2

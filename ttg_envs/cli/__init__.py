@@ -58,15 +58,18 @@ def _eval(args: argparse.Namespace) -> int:
     from ..eval.report import guidance_wins, seed_summary, write_outputs
 
     start = time.perf_counter()
+    env_id, env_kwargs = args.env, json.loads(args.env_kwargs)
+    if args.env_url:  # the env runs on a `ttg serve` server; its --env-kwargs were set there
+        env_id, env_kwargs = "ttg/Remote-v0", {**env_kwargs, "url": args.env_url, "env_id": args.env}
     results = evaluate(
-        args.env,
+        env_id,
         args.splits,
         args.conditions,
         args.actor,
         seeds=args.seeds,
         meter=args.meter,
         workers=args.workers,
-        env_kwargs=json.loads(args.env_kwargs),
+        env_kwargs=env_kwargs,
         actor_kwargs=json.loads(args.actor_kwargs),
         limit=args.limit,
     )
@@ -147,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
     ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
+    ev.add_argument(
+        "--env-url",
+        default=None,
+        help="play the env served by `ttg serve` at this URL (its split must be the one --splits names; --env-kwargs go to RemoteEnv)",
+    )
     add_limit(ev)
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)

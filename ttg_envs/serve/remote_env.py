@@ -106,6 +106,8 @@ class RemoteEnv(gym.Env[str, str]):
     Args:
         url: the server (``http://host:port``).
         env_id: the env id it must serve (checked; None: any).
+        split: the split it must serve (checked; None: any). The server's ``--env-kwargs`` fix
+            the env's configuration; this lets code that passes ``split=`` (the runner) check it.
         token: the bearer token (default: ``$TTG_SERVE_TOKEN``).
         timeout: seconds to wait for one reply.
     """
@@ -113,7 +115,14 @@ class RemoteEnv(gym.Env[str, str]):
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
     def __init__(
-        self, url: str, env_id: str | None = None, *, token: str | None = None, timeout: float = 300.0, render_mode: str | None = None
+        self,
+        url: str,
+        env_id: str | None = None,
+        *,
+        split: str | None = None,
+        token: str | None = None,
+        timeout: float = 300.0,
+        render_mode: str | None = None,
     ):
         self.url = url
         self.token = token if token is not None else os.environ.get("TTG_SERVE_TOKEN")
@@ -128,6 +137,10 @@ class RemoteEnv(gym.Env[str, str]):
         if env_id is not None and env_id != self.served_env_id:
             self.close()
             raise RemoteEnvError(f"the server at {url} serves {self.served_env_id!r}, not {env_id!r}")
+        self.served_split: str | None = state.get("split")
+        if split is not None and str(split) != self.served_split:
+            self.close()
+            raise RemoteEnvError(f"the server at {url} serves split {self.served_split!r} of {self.served_env_id}, not {split!r}")
         self.num_tasks: int = int(state.get("num_tasks", 0))
         self.session: str | None = None
         self.messages: list[dict[str, Any]] = []

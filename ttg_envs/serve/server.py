@@ -86,6 +86,7 @@ class TTGState(State):
     env_id: str = ""
     session: str = ""
     num_tasks: int = 0
+    split: str | None = None
     task: dict[str, Any] | None = None
     done: bool = False
 
@@ -115,7 +116,9 @@ class ServeConfig:
     max_sessions: int = 32
     idle_timeout: float | None = 600.0
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    #: Filled in by :func:`make_app` from a probe env: the task count and the split served.
     num_tasks: int = 0
+    split: str | None = None
 
     def check(self) -> None:
         """Raise :class:`ServeError` for an unsafe or impossible setting."""
@@ -238,6 +241,7 @@ class TTGEnvironment(Environment[TTGAction, TTGObservation, TTGState]):
             env_id=self.config.env_id,
             session=self.id,
             num_tasks=self.config.num_tasks,
+            split=self.config.split,
             task=jsonable(getattr(base, "task", None)),
             step_count=int(getattr(base, "elapsed_steps", 0)),
             done=bool(getattr(base, "done", False)),
@@ -411,6 +415,10 @@ def make_app(config: ServeConfig) -> Any:
     probe = make_env(config.env_id, **config.env_kwargs)
     try:
         config.num_tasks = int(getattr(probe.unwrapped, "num_tasks", 0))
+        split = config.env_kwargs.get("split")
+        if split is None and config.num_tasks:
+            split = probe.unwrapped._task_info(0).get("split")
+        config.split = None if split is None else str(split)
     finally:
         probe.close()
     meter = _LockedMeter(cached_meter(config.meter)) if config.meter is not None else None

@@ -42,7 +42,7 @@ def failure_cost_for(env_id: str | None) -> float:
 
 def default_failure_cost(env: gym.Env) -> float:
     """C for ``env`` from paper table 4, by its registered id (a remote env's: the served one; 16384 when unknown)."""
-    served = getattr(env.unwrapped, "served_env_id", None)
+    served = getattr(getattr(env, "unwrapped", None), "served_env_id", None)
     spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
     return failure_cost_for(served or getattr(spec, "id", None))
 
