@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -153,6 +155,7 @@ def test_a_full_server_refuses_with_a_clear_error_and_the_others_play_on(server)
         pair.close()
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # a raw socket, closed without a close frame
 def test_a_client_that_dies_has_its_session_reclaimed(server):
     before = _live(server)
     ws = _ws(server.url)
@@ -220,3 +223,36 @@ def test_a_thousand_random_requests_leave_the_server_serving(server):
     a.close()
     b.close()
     assert statuses.get(401) and statuses.get(200) and statuses.get(422)
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        found = children.get(todo.pop(), [])
+        out += found
+        todo += found
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # a raw socket, closed without a close frame
+def test_a_dead_clients_awm_sandbox_is_reclaimed():
+    pytest.importorskip("sqlalchemy")
+    with ServerThread(ServeConfig("ttg/AWM-v0", {"scenarios": ["crm_1"]}, port=0)) as url:
+        before = set(_descendants(os.getpid()))
+        ws = _ws(url, headers=None)
+        assert _ask(ws, {"type": "reset", "data": {"seed": 0}})["type"] == "observation"
+        sandbox = set(_descendants(os.getpid())) - before
+        assert sandbox, "the episode's app runs in sandbox processes"
+        ws.socket.close()  # the client died
+        deadline = time.monotonic() + 20
+        while sandbox & set(_descendants(os.getpid())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not sandbox & set(_descendants(os.getpid()))
