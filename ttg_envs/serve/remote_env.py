@@ -108,6 +108,7 @@ class RemoteEnv(gym.Env[str, str]):
         env_id: the env id it must serve (checked; None: any).
         split: the split it must serve (checked; None: any). The server's ``--env-kwargs`` fix
             the env's configuration; this lets code that passes ``split=`` (the runner) check it.
+        max_steps: the truncation limit it must serve (checked; None: any), for code that passes it (the trainer).
         token: the bearer token (default: ``$TTG_SERVE_TOKEN``).
         timeout: seconds to wait for one reply.
     """
@@ -120,6 +121,7 @@ class RemoteEnv(gym.Env[str, str]):
         env_id: str | None = None,
         *,
         split: str | None = None,
+        max_steps: int | None = None,
         token: str | None = None,
         timeout: float = 300.0,
         render_mode: str | None = None,
@@ -141,6 +143,13 @@ class RemoteEnv(gym.Env[str, str]):
         if split is not None and str(split) != self.served_split:
             self.close()
             raise RemoteEnvError(f"the server at {url} serves split {self.served_split!r} of {self.served_env_id}, not {split!r}")
+        self.max_steps: int | None = state.get("max_steps")
+        if max_steps is not None and int(max_steps) != self.max_steps:
+            self.close()
+            raise RemoteEnvError(
+                f"the server at {url} truncates {self.served_env_id} episodes at {self.max_steps} steps, not {max_steps} "
+                "(set max_steps in its --env-kwargs)"
+            )
         self.num_tasks: int = int(state.get("num_tasks", 0))
         self.session: str | None = None
         self.messages: list[dict[str, Any]] = []
@@ -206,6 +215,11 @@ class RemoteEnv(gym.Env[str, str]):
             except Exception:
                 pass  # the server reclaims a session whose connection is gone
         super().close()
+
+    @property
+    def system_prompt(self) -> str:
+        """The system message that opens the transcript (after a reset)."""
+        return self.messages[0]["content"] if self.messages and self.messages[0].get("role") == "system" else ""
 
     # ----------------------------------------------------------------- branching and policies
     def branch(self, method: str = "auto") -> RemoteEnv:

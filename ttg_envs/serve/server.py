@@ -87,6 +87,7 @@ class TTGState(State):
     session: str = ""
     num_tasks: int = 0
     split: str | None = None
+    max_steps: int | None = None
     task: dict[str, Any] | None = None
     done: bool = False
 
@@ -119,6 +120,7 @@ class ServeConfig:
     #: Filled in by :func:`make_app` from a probe env: the task count and the split served.
     num_tasks: int = 0
     split: str | None = None
+    max_steps: int | None = None
 
     def check(self) -> None:
         """Raise :class:`ServeError` for an unsafe or impossible setting."""
@@ -242,6 +244,7 @@ class TTGEnvironment(Environment[TTGAction, TTGObservation, TTGState]):
             session=self.id,
             num_tasks=self.config.num_tasks,
             split=self.config.split,
+            max_steps=self.config.max_steps,
             task=jsonable(getattr(base, "task", None)),
             step_count=int(getattr(base, "elapsed_steps", 0)),
             done=bool(getattr(base, "done", False)),
@@ -415,6 +418,7 @@ def make_app(config: ServeConfig) -> Any:
     probe = make_env(config.env_id, **config.env_kwargs)
     try:
         config.num_tasks = int(getattr(probe.unwrapped, "num_tasks", 0))
+        config.max_steps = getattr(probe.unwrapped, "max_steps", None)
         split = config.env_kwargs.get("split")
         if split is None and config.num_tasks:
             split = probe.unwrapped._task_info(0).get("split")
