@@ -31,25 +31,43 @@ from ttg_envs.wrappers import make_env, try_actions
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _ttg_serve(*args: str):
-    """A ``ttg serve`` subprocess on a free loopback port; yields its URL."""
+GENERIC = {
+    "ttg/ALFWorld-v0": ({"split": "valid_seen"}, "expert", {"task_index": 3}),
+    "ttg/BFCL-v0": ({"categories": "multi_turn_base"}, "gold", {"task_index": 0}),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ttg_serve_processes():
+    """A ``ttg serve`` subprocess per GENERIC env on a free loopback port, started with the module so
+    that their start-up overlaps the other tests; the tests that use them come last."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ttg_envs.cli", "serve", *args, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    line = ""
+    procs = {
+        env_id: subprocess.Popen(
+            [sys.executable, "-m", "ttg_envs.cli", "serve", env_id, "--env-kwargs", json.dumps(kwargs), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for env_id, (kwargs, _, _) in GENERIC.items()
+    }
+    yield procs
+    for proc in procs.values():
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def _url_of(proc) -> str:
+    """The URL a ``ttg serve`` subprocess prints once it listens."""
+    deadline, line = time.monotonic() + 120, ""
     while time.monotonic() < deadline and "http://" not in line:
         if proc.poll() is not None:
             raise AssertionError(f"ttg serve exited: {proc.stderr.read()}")
         if select.select([proc.stdout], [], [], 1)[0]:
             line = proc.stdout.readline()
     assert "http://127.0.0.1:" in line, line
-    return proc, line.split(" on ", 1)[1].split()[0]
+    return line.split(" on ", 1)[1].split()[0]
 
 
 def _local_episode(env_id: str, kwargs: dict, policy: str, seed: int, options: dict | None = None, max_steps: int = 60):
@@ -67,35 +85,6 @@ def _local_episode(env_id: str, kwargs: dict, policy: str, seed: int, options: d
     messages = jsonable(env.unwrapped.messages)
     env.close()
     return texts, results, messages
-
-
-@pytest.mark.parametrize(
-    "env_id, kwargs, policy, options",
-    [
-        ("ttg/ALFWorld-v0", {"split": "valid_seen"}, "expert", {"task_index": 3}),
-        ("ttg/BFCL-v0", {"categories": "multi_turn_base"}, "gold", {"task_index": 0}),
-    ],
-)
-def test_ttg_serve_with_openenvs_generic_client(env_id, kwargs, policy, options):
-    texts, local, _ = _local_episode(env_id, kwargs, policy, seed=0, options=options)
-    assert local[-1][4]["success"], "the scripted policy wins locally"
-    proc, url = _ttg_serve(env_id, "--env-kwargs", json.dumps(kwargs))
-    try:
-        import httpx
-
-        schema = httpx.get(url + "/schema", timeout=10).json()
-        assert "text" in schema["action"]["properties"] and "info" in schema["observation"]["properties"]
-        with GenericEnvClient(base_url=url).sync() as client:  # OpenEnv's client, no ttg code
-            result = client.reset(seed=0, options=options)
-            assert result.observation["text"] == local[0][0] and result.observation["info"] == local[0][1]
-            for text, (obs, reward, terminated, truncated, info) in zip(texts, local[1:]):
-                result = client.step({"text": text})
-                assert result.observation["text"] == obs and result.reward == reward and result.observation["info"] == info
-                assert result.done == (terminated or truncated)
-            assert result.done and result.observation["info"]["success"] and result.observation["terminated"]
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
 
 
 FIVE = [
@@ -195,3 +184,23 @@ def test_ttg_eval_env_url_gives_the_local_results():
         with pytest.raises(Exception, match="serves split 'valid_seen'"):
             evaluate("ttg/Remote-v0", ["valid_unseen"], ["natural"], "scripted:expert", env_kwargs=remote_kwargs, seeds=[0], limit=1)
     assert remote == local and len(local) == 2
+
+
+@pytest.mark.parametrize("env_id", list(GENERIC))
+def test_ttg_serve_with_openenvs_generic_client(env_id, ttg_serve_processes):
+    kwargs, policy, options = GENERIC[env_id]
+    texts, local, _ = _local_episode(env_id, kwargs, policy, seed=0, options=options)
+    assert local[-1][4]["success"], "the scripted policy wins locally"
+    url = _url_of(ttg_serve_processes[env_id])
+    import httpx
+
+    schema = httpx.get(url + "/schema", timeout=10).json()
+    assert "text" in schema["action"]["properties"] and "info" in schema["observation"]["properties"]
+    with GenericEnvClient(base_url=url).sync() as client:  # OpenEnv's client, no ttg code
+        result = client.reset(seed=0, options=options)
+        assert result.observation["text"] == local[0][0] and result.observation["info"] == local[0][1]
+        for text, (obs, reward, terminated, truncated, info) in zip(texts, local[1:]):
+            result = client.step({"text": text})
+            assert result.observation["text"] == obs and result.reward == reward and result.observation["info"] == info
+            assert result.done == (terminated or truncated)
+        assert result.done and result.observation["info"]["success"] and result.observation["terminated"]
