@@ -199,7 +199,13 @@ def test_ttg_serve_with_openenvs_generic_client(env_id, ttg_serve_processes):
     with GenericEnvClient(base_url=url).sync() as client:  # OpenEnv's client, no ttg code
         result = client.reset(seed=0, options=options)
         assert result.observation["text"] == local[0][0] and result.observation["info"] == local[0][1]
-        for text, (obs, reward, terminated, truncated, info) in zip(texts, local[1:]):
+        for i, (text, (obs, reward, terminated, truncated, info)) in enumerate(zip(texts, local[1:])):
+            if i == 1:  # a fork, by OpenEnv's own client too: its own future, the original's untouched
+                with GenericEnvClient(base_url=url).sync() as fork:
+                    forked = fork.reset(fork=result.observation["session"])
+                    assert forked.observation["info"]["state_key"] == local[1][4]["state_key"]
+                    assert fork.step({"text": texts[1]}).observation["info"] == info
+                    fork.step({"text": "<action>look</action>"})
             result = client.step({"text": text})
             assert result.observation["text"] == obs and result.reward == reward and result.observation["info"] == info
             assert result.done == (terminated or truncated)

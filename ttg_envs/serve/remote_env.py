@@ -180,6 +180,8 @@ class RemoteEnv(gym.Env[str, str]):
         """Step the remote env with one assistant response."""
         if self.session is None:
             raise gym.error.ResetNeeded("Cannot call step() before reset().")
+        if self.done:
+            raise gym.error.ResetNeeded("The episode is over (terminated or truncated); call reset().")
         if isinstance(action, Generation):
             payload = {"text": action.text, "token_ids": None if action.token_ids is None else [int(t) for t in action.token_ids]}
         elif isinstance(action, str):
