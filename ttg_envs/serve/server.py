@@ -267,9 +267,9 @@ class TTGEnvironment(Environment[TTGAction, TTGObservation, TTGState]):
             return
         self.closed = True
         self.sessions.remove(self)
-        env, self.env = self.env, None
-        if env is not None:
-            with self.lock:
+        with self.lock:  # not while a fork of this session is being made
+            env, self.env = self.env, None
+            if env is not None:
                 env.close()
 
     # ------------------------------------------------------------------ internals
@@ -287,6 +287,8 @@ class TTGEnvironment(Environment[TTGAction, TTGObservation, TTGState]):
             raise ServeError(f"method must be 'auto', 'snapshot' or 'replay', got {str(method)[:40]!r}")
         source = self.sessions.get(source_id)
         with source.lock:
+            if source.env is None:
+                raise ServeError(f"session {str(source_id)[:80]!r} was closed")
             env = branch(source.env, method)
             base = env.unwrapped
         if self.env is not None:
