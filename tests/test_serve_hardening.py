@@ -123,6 +123,16 @@ def test_malformed_messages_get_clear_errors_and_the_session_goes_on(server):
     pair.close()
 
 
+def test_stateless_http_resets_are_bounded(server, monkeypatch):
+    response = httpx.post(server.url + "/reset", json={"seed": 0}, headers=AUTH, timeout=60)
+    assert response.status_code == 200 and response.json()["observation"]["info"]["task"]["split"] == "valid_seen"
+    monkeypatch.setattr(server.app, "max_stateless", 0)
+    response = httpx.post(server.url + "/reset", json={"seed": 0}, headers=AUTH, timeout=60)
+    assert response.status_code == 503 and "use a /ws session" in response.json()["detail"]
+    step = httpx.post(server.url + "/step", json={"action": {"text": "<action>look</action>"}}, headers=AUTH, timeout=60)
+    assert step.status_code == 400 and "send reset first" in step.json()["detail"]
+
+
 def test_ten_megabyte_bodies_are_refused(server):
     pair = _Pair(server.url, seed=2)
     big = b'{"action": {"text": "' + b"a" * (10 * 1024 * 1024) + b'"}}'

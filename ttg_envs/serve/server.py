@@ -340,10 +340,15 @@ class TTGEnvironment(Environment[TTGAction, TTGObservation, TTGState]):
 class _Guard:
     """ASGI middleware in front of OpenEnv's app: the bearer token and the body size cap."""
 
+    #: OpenEnv's stateless HTTP ``/reset`` builds a whole env stack per request, outside the
+    #: session cap: at most this many run at once, more get 503.
+    max_stateless = 2
+
     def __init__(self, app: Any, token: str | None, max_bytes: int):
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
         self.max_bytes = max_bytes
+        self.stateless = 0  # stateless resets in flight (one event loop: no lock needed)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] not in ("http", "websocket"):
@@ -359,7 +364,15 @@ class _Guard:
             if length > self.max_bytes:
                 return await self._refuse(scope, receive, send, 413, f"request body over {self.max_bytes} bytes")
             receive = self._capped(receive)
-            return await self.app(scope, receive, send)
+            if scope.get("path") != "/reset":
+                return await self.app(scope, receive, send)
+            if self.stateless >= self.max_stateless:
+                return await self._refuse(scope, receive, send, 503, "busy: too many stateless HTTP resets at once; use a /ws session")
+            self.stateless += 1
+            try:
+                return await self.app(scope, receive, send)
+            finally:
+                self.stateless -= 1
         try:
             await self.app(scope, self._objects_only(receive), send)
         except Exception as exc:
