@@ -179,10 +179,14 @@ def test_a_client_that_dies_has_its_session_reclaimed(server):
 
 
 def test_an_idle_session_is_closed_and_says_so():
-    with ServerThread(ServeConfig("ttg/ALFWorld-v0", KWARGS, port=0, idle_timeout=0.5)) as url:
+    server = ServerThread(ServeConfig("ttg/ALFWorld-v0", KWARGS, port=0, idle_timeout=0.5))
+    with server as url:
         env = RemoteEnv(url)
         env.reset(seed=0)
-        time.sleep(6)  # OpenEnv's reaper looks every max(timeout / 4, 5) seconds
+        assert len(server.app.sessions) == 1
+        deadline = time.monotonic() + 20  # OpenEnv's reaper looks every max(timeout / 4, 5) seconds
+        while len(server.app.sessions) and time.monotonic() < deadline:
+            time.sleep(0.25)
         with pytest.raises(RemoteEnvError, match="closed"):
             env.step("<action>look</action>")
 
