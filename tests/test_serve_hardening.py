@@ -270,3 +270,11 @@ def test_a_dead_clients_awm_sandbox_is_reclaimed():
         while sandbox & set(_descendants(os.getpid())) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not sandbox & set(_descendants(os.getpid()))
+
+
+def test_a_missing_extra_is_named():
+    from ttg_envs._optional import MissingExtraError
+    from ttg_envs.serve.wire import require_openenv
+
+    with pytest.raises(MissingExtraError, match=r"'serve' extra: pip install 'ttg-envs\[serve\]' && pip install --no-deps openenv-core"):
+        require_openenv("openenv.no_such_module")
