@@ -6,6 +6,7 @@
 ``ttg train``: DeltaTTG (or baseline) actor training on one node, table 4 settings per env.
 ``ttg eval``: an actor under natural, random-of-k and meter-guided best-of-k selection, over seeds.
 ``ttg demo``: offline on a CPU: train a meter on scripted trajectories, then natural vs random-4 vs guided-4.
+``ttg serve``: an env as an OpenEnv server (one env stack per session; forks for branching).
 """
 
 from __future__ import annotations
@@ -57,15 +58,18 @@ def _eval(args: argparse.Namespace) -> int:
     from ..eval.report import guidance_wins, seed_summary, write_outputs
 
     start = time.perf_counter()
+    env_id, env_kwargs = args.env, json.loads(args.env_kwargs)
+    if args.env_url:  # the env runs on a `ttg serve` server; its --env-kwargs were set there
+        env_id, env_kwargs = "ttg/Remote-v0", {**env_kwargs, "url": args.env_url, "env_id": args.env}
     results = evaluate(
-        args.env,
+        env_id,
         args.splits,
         args.conditions,
         args.actor,
         seeds=args.seeds,
         meter=args.meter,
         workers=args.workers,
-        env_kwargs=json.loads(args.env_kwargs),
+        env_kwargs=env_kwargs,
         actor_kwargs=json.loads(args.actor_kwargs),
         limit=args.limit,
     )
@@ -119,6 +123,7 @@ def _generate_alfworld(argv: Sequence[str]) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``ttg``: every subcommand, its flags declared through :mod:`ttg_envs.cli_args`."""
     from .meter import add_eval_meter, add_train_meter
+    from .serve import add_serve
     from .train import add_train
 
     parser = argparse.ArgumentParser(prog="ttg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,6 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
     ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
+    ev.add_argument(
+        "--env-url",
+        default=None,
+        help="play the env served by `ttg serve` at this URL (its split must be the one --splits names; --env-kwargs go to RemoteEnv)",
+    )
     add_limit(ev)
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
@@ -179,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_meter(sub)
     add_eval_meter(sub)
     add_train(sub)
+    add_serve(sub)
     # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)
     return parser

@@ -37,6 +37,7 @@ def cached_meter(meter: Any) -> Any:
 
 def make_env(
     env_id: str,
+    /,
     *,
     tokenizer: Any = None,
     meter: Any = None,
