@@ -95,7 +95,7 @@ def test_load_meter_and_ttg_eval_say_not_found(tmp_path, monkeypatch, capsys):
             load_meter(spec)
     assert main(["eval", "--meter", "no/such/dir", "--limit", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("ttg: error: meter not found: 'no/such/dir'")
+    assert len(err) == 1 and err[0].startswith("ttg: error: argument --meter: meter not found: 'no/such/dir'")
 
 
 def test_cli_errors_are_one_line_with_exit_code_2(capsys):
@@ -104,8 +104,8 @@ def test_cli_errors_are_one_line_with_exit_code_2(capsys):
     assert main(["rollout", "--env", "ttg/Nope-v0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "ttg: error: unknown env id 'ttg/Nope-v0'; scripted policies exist for: "
-        "ttg/ALFWorld-v0, ttg/AWM-v0, ttg/BFCL-v0, ttg/PaperSearchQA-v0, ttg/Tau2-v0"
+        "ttg: error: argument --env: unknown env id 'ttg/Nope-v0' (choices: "
+        "ttg/ALFWorld-v0, ttg/AWM-v0, ttg/BFCL-v0, ttg/PaperSearchQA-v0, ttg/Tau2-v0)"
     ]
     with pytest.raises(ValueError):
         main(["rollout", "--env", "ttg/Nope-v0", "--debug"])

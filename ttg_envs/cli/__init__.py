@@ -18,11 +18,17 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_workers, positive_int
+from ..registry import ENV_SPECS
 
 
 def _rollout(args: argparse.Namespace) -> int:
     from ..eval.rollout import rollout, rollout_table, summarize, write_report
+    from .checks import resolve_selection
 
+    if args.policies is None:
+        spec = ENV_SPECS.get(args.env)
+        args.policies = list(spec.policy_names) if spec else ["expert", "noisy_expert"]
+    resolve_selection(args)
     start = time.perf_counter()
     results = rollout(
         args.env,
@@ -55,7 +61,9 @@ def _rollout(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from ..eval.evaluate import evaluate
     from ..eval.report import guidance_wins, seed_summary, write_outputs
+    from .checks import resolve_selection
 
+    resolve_selection(args)
     start = time.perf_counter()
     results = evaluate(
         args.env,
@@ -86,13 +94,29 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from ..eval.demo import run_demo
+    from .checks import check_policy, check_splits, json_flag, resolve_selection
 
+    spec = ENV_SPECS.get(args.env)
+    # The demo trains its own meter unless --meter is given, or the env has no split to train on.
+    given = args.meter
+    resolve_selection(args, meter_default=spec is not None and spec.train_split is None)
+    if args.meter is not None and given is None:
+        args.meter_note = f"{args.env} has no train split: guided by its shipped meter"
+        print(args.meter_note)
+    if args.meter is None:
+        if args.meter_split is None:
+            args.meter_split = spec.train_split if spec else "train"
+        check_splits(args.env, [args.meter_split], json_flag(args.env_kwargs, "--env-kwargs"), flag="--meter-split")
+        if args.meter_policies is None and spec is not None and "noisy_expert" not in spec.policy_names:
+            args.meter_policies = list(spec.policy_names)
+        for policy in args.meter_policies or ():
+            check_policy(args.env, policy, "--meter-policies")
     return run_demo(args)
 
 
-def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None:
+def _selection_args(p: argparse.ArgumentParser, *, out: str) -> None:
     add_env(p)
-    add_splits(p, ["valid_seen", "valid_unseen"])
+    add_splits(p, None)
     p.add_argument(
         "--conditions",
         nargs="+",
@@ -101,8 +125,9 @@ def _selection_args(p: argparse.ArgumentParser, *, actor: str, out: str) -> None
     )
     p.add_argument(
         "--actor",
-        default=actor,
-        help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> (default: %(default)s)",
+        default=None,
+        help="scripted:<policy>[:<eps>] | hf:<name-or-path> | vllm:<name-or-path> | openai:<base-url>#<model> "
+        "(default: the env's noisy expert at eps 0.75, scripted:noisy_expert:0.75; BFCL and tau2: scripted:gold)",
     )
     add_seeds(p, [0, 1, 2])
     add_workers(p)
@@ -125,12 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     ro = sub.add_parser("rollout", help="success rate and average steps of scripted policies")
     add_env(ro)
-    add_splits(ro, ["valid_seen", "valid_unseen"])
+    add_splits(ro, None)
     ro.add_argument(
         "--policies",
         nargs="+",
-        default=["expert", "noisy_expert"],
-        help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: %(default)s)",
+        default=None,
+        help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: the env's, expert and noisy_expert; "
+        "BFCL and tau2: gold and gold_drop_last)",
     )
     ro.add_argument("--eps", type=float, default=0.3, help="random-action probability of a bare noisy_expert (default: %(default)s)")
     add_seed(ro)
@@ -142,17 +168,27 @@ def build_parser() -> argparse.ArgumentParser:
     ro.set_defaults(func=_rollout)
 
     ev = sub.add_parser("eval", help="an actor under natural, random-of-k and guided-of-k selection")
-    _selection_args(ev, actor="scripted:noisy_expert:0.75", out="runs/eval")
-    ev.add_argument("--meter", default=None, help="meter spec for guided conditions (see load_meter)")
+    _selection_args(ev, out="runs/eval")
+    ev.add_argument(
+        "--meter",
+        default=None,
+        help="meter for the guided conditions: an env id (its shipped meter), a folder saved by ttg train-meter, "
+        "hf:<model>, vllm:<model>, openai:<base-url>#<model> (default: the shipped meter of --env)",
+    )
     ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
     add_limit(ev)
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
     de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
-    _selection_args(de, actor="scripted:noisy_expert:0.75", out="runs/demo")
+    _selection_args(de, out="runs/demo")
     de.set_defaults(seeds=None)  # the panel's seeds unless given
-    de.add_argument("--meter", default=None, help="use this meter instead of training one")
+    de.add_argument(
+        "--meter",
+        default=None,
+        help="use this meter instead of training one (as ttg eval --meter; default: train one, or the shipped "
+        "meter for an env with no train split, BFCL)",
+    )
     # --limit: evaluated tasks per split, as in rollout and eval (--tasks N, its old spelling, still parses).
     de.add_argument("--limit", dest="tasks", type=positive_int, default=None, help="evaluated tasks per split (default: the panel's)")
     de.add_argument("--tasks", dest="tasks", type=positive_int, help=argparse.SUPPRESS)
@@ -163,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="heldout: 20 tasks per split and seeds 3-5 never used to choose the demo's settings "
         "(default); development: the 10 tasks and seeds 0-2 they were chosen on",
     )
-    de.add_argument("--meter-split", default="train", help="split the meter trains on (default: %(default)s)")
+    de.add_argument("--meter-split", default=None, help="split the meter trains on (default: the env's train split)")
     de.add_argument("--meter-tasks", type=positive_int, default=90, help="tasks the meter trains on (default: %(default)s)")
     de.add_argument("--epochs", type=positive_int, default=10, help="meter training epochs (default: %(default)s)")
     de.add_argument(
@@ -171,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
-        "noisy_expert:0.5, noisy_expert:1)",
+        "noisy_expert:0.5, noisy_expert:1; tau2: gold, gold_drop_last)",
     )
     de.set_defaults(func=_demo)
 
@@ -228,4 +264,9 @@ def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "generate-alfworld":
         return _generate_alfworld(argv[1:])
     args = build_parser().parse_args(argv)
+    from .checks import json_flag
+
+    for flag in ("env_kwargs", "actor_kwargs"):
+        if isinstance(getattr(args, flag, None), str):
+            json_flag(getattr(args, flag), "--" + flag.replace("_", "-"))
     return args.func(args)

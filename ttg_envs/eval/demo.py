@@ -34,7 +34,7 @@ def plan_tasks(
     env_id: str,
     env_kwargs: dict[str, Any],
     splits: Sequence[str],
-    meter_split: str,
+    meter_split: str | None,
     eval_tasks: int,
     meter_tasks: int,
     panel: str = "development",
@@ -43,7 +43,8 @@ def plan_tasks(
 
     The meter trains on ``meter_tasks`` tasks spread over ``meter_split`` and each split evaluates
     ``eval_tasks`` tasks spread over it, so every task type appears in both (task lists are sorted
-    by id, which groups types). If ``meter_split`` is missing the meter trains on ``valid_seen``
+    by id, which groups types); with ``meter_split=None`` (a given meter) none is kept out for it.
+    If ``meter_split`` is missing the meter trains on ``valid_seen``
     tasks, and the valid_seen evaluation spreads over the tasks the meter never saw. With
     ``panel="heldout"`` the tasks of the development panel (:data:`PANELS`) are left out too.
     """
@@ -54,16 +55,20 @@ def plan_tasks(
     def count(split: str) -> int:
         return num_tasks(env_id, {**env_kwargs, "split": split})
 
-    try:
-        count(meter_split)
-        note = f"the meter trains on {meter_tasks} tasks spread over {meter_split}"
-    except (FileNotFoundError, ValueError) as exc:
-        note = (
-            f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
-            "and the valid_seen evaluation uses other tasks"
-        )
-        meter_split = "valid_seen"
-    meter_indices = spread_indices(count(meter_split), meter_tasks)
+    if meter_split is None:  # a given meter: no task is kept out for training
+        meter_indices: tuple[int, ...] = ()
+        note = "no meter is trained"
+    else:
+        try:
+            count(meter_split)
+            note = f"the meter trains on {meter_tasks} tasks spread over {meter_split}"
+        except (FileNotFoundError, ValueError) as exc:
+            note = (
+                f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
+                "and the valid_seen evaluation uses other tasks"
+            )
+            meter_split = "valid_seen"
+        meter_indices = spread_indices(count(meter_split), meter_tasks)
     trained = set(meter_indices)
     tasks = {}
     for split in splits:
@@ -138,7 +143,7 @@ def run_demo(args: Any) -> int:
         )
         timings["meter_s"] = time.perf_counter() - start
     else:
-        note = "meter given with --meter"
+        note = getattr(args, "meter_note", None) or "meter given with --meter"
     t0 = time.perf_counter()
     results = evaluate(
         args.env,
