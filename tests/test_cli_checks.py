@@ -41,12 +41,15 @@ def test_bare_ttg_eval_runs_on_alfworld_with_its_shipped_meter(tmp_path, capsys)
     report = json.loads((tmp_path / "eval.json").read_text())
     assert report["config"]["meter"] == "ttg/ALFWorld-v0" and report["config"]["splits"] == ["valid_seen", "valid_unseen"]
     assert {e["policy"] for e in report["episodes"]} == {"natural", "random-4", "guided-4"}
+    # The evaluation phase reports its planner time-limit hits, as recording does.
+    assert report["config"]["planner_timeouts"] == 0 and "planner time limit hit 0 times" in capsys.readouterr().out
 
 
 def test_ttg_eval_on_papersearchqa_needs_no_other_flag(tmp_path):
     assert main(["eval", "--env", "ttg/PaperSearchQA-v0", "--limit", "1", "--seeds", "0", "--workers", "1", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "eval.json").read_text())
     assert {e["split"] for e in report["episodes"]} == {"test"} and report["config"]["meter"] == "ttg/PaperSearchQA-v0"
+    assert "planner_timeouts" not in report["config"]  # no planner, nothing to count
 
 
 def test_demo_on_an_env_without_a_train_split_guides_with_the_shipped_meter():

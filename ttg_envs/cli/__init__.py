@@ -61,6 +61,7 @@ def _rollout(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from ..eval.evaluate import evaluate
     from ..eval.report import guidance_wins, seed_summary, write_outputs
+    from ..runner import has_planner
     from .checks import resolve_selection
 
     resolve_selection(args)
@@ -89,6 +90,7 @@ def _eval(args: argparse.Namespace) -> int:
         per_type=args.per_type,
         checks=guidance_wins(rows),
         start=start,
+        planner=has_planner(args.env, json.loads(args.env_kwargs)),
     )
 
 

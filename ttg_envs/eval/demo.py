@@ -111,6 +111,7 @@ def train_demo_meter(
 
 def run_demo(args: Any) -> int:
     """The ``ttg demo`` pipeline (arguments as :func:`ttg_envs.cli.build_parser` defines them)."""
+    from ..runner import has_planner
     from .evaluate import evaluate
     from .report import guidance_wins, seed_summary, write_outputs
 
@@ -168,6 +169,7 @@ def run_demo(args: Any) -> int:
         per_type=False,
         checks=guidance_wins(rows),
         start=start,
+        planner=has_planner(args.env, env_kwargs),
     )
 
 
