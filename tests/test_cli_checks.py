@@ -88,3 +88,11 @@ def test_a_bad_spec_fails_at_once_in_one_line_naming_the_flag(argv, flag, says):
     assert code == "2" and out.stderr.count("\n") == 1 and out.stderr.startswith(f"ttg: error: argument {flag}: ")
     assert says in out.stderr
     assert heavy == "False" and float(seconds) < 2.0  # no model, game or engine was loaded
+
+
+@pytest.mark.parametrize("command", [[], ["rollout"], ["eval"], ["demo"], ["train-meter"], ["eval-meter"], ["train"]])
+def test_help_pages_are_written_for_the_command_line(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text and ":mod:" not in text and ":func:" not in text and "ttg train --help" not in text

@@ -142,15 +142,49 @@ def _generate_alfworld(argv: Sequence[str]) -> int:
     return main(list(argv)) or 0
 
 
+#: What ``ttg --help`` says: plain text for a terminal (the module docstring is for the library's readers).
+DESCRIPTION = """Gymnasium text environments for LLM agents, with a Token-to-Go progress meter (DeltaTTG).
+
+commands:
+  rollout             success rate and average steps of scripted policies on an env's splits
+  eval                an actor under natural, random-of-k and meter-guided best-of-k selection, over seeds
+  demo                offline on a CPU: train a meter on scripted trajectories, then natural vs random-4 vs guided-4
+  train-meter         record trajectories and train a progress meter on them
+  eval-meter          measure a progress meter on tasks it never saw
+  train               DeltaTTG (or baseline) actor training on one node, paper table 4 settings per env
+  generate-alfworld   regenerate the bundled offline ALFWorld tasks from their seed
+
+Every command takes --env (default ttg/ALFWorld-v0); splits, meter and scripted actor follow the env
+unless given. "ttg COMMAND --help" lists a command's flags; --debug shows a traceback instead of the
+one-line error."""
+
+_EVAL_DESCRIPTION = """Play an actor under natural, random-of-k and meter-guided best-of-k selection on the env's
+splits over several seeds, and write eval.json, eval.md and eval.png (natural -> guided arrows).
+
+With no flags: ALFWorld's valid_seen and valid_unseen splits, the scripted noisy expert at eps 0.75,
+the meter that ships for the env (--meter ttg/ALFWorld-v0), seeds 0 1 2. --limit N takes N tasks of
+each split, spread evenly."""
+
+_DEMO_DESCRIPTION = """Offline on a CPU: record scripted trajectories, train a small encoder meter on them, then
+compare natural, random-4 and guided-4 rollouts on a held-out panel and write demo.json, demo.md and
+demo.png. --meter skips the training; an env with no train split (BFCL) uses its shipped meter."""
+
+_ROLLOUT_DESCRIPTION = """Success rate, average steps and tokens of the env's scripted policies on its splits (the check
+that the engine and the bundled tasks work); --record also writes the trajectories."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``ttg``: every subcommand, its flags declared through :mod:`ttg_envs.cli_args`."""
     from .meter import add_eval_meter, add_train_meter
     from .train import add_train
 
-    parser = argparse.ArgumentParser(prog="ttg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="ttg", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ro = sub.add_parser("rollout", help="success rate and average steps of scripted policies")
+    raw = argparse.RawDescriptionHelpFormatter
+    ro = sub.add_parser(
+        "rollout", help="success rate and average steps of scripted policies", description=_ROLLOUT_DESCRIPTION, formatter_class=raw
+    )
     add_env(ro)
     add_splits(ro, None)
     ro.add_argument(
@@ -169,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_out(ro, "runs/rollout")
     ro.set_defaults(func=_rollout)
 
-    ev = sub.add_parser("eval", help="an actor under natural, random-of-k and guided-of-k selection")
+    ev = sub.add_parser(
+        "eval", help="an actor under natural, random-of-k and guided-of-k selection", description=_EVAL_DESCRIPTION, formatter_class=raw
+    )
     _selection_args(ev, out="runs/eval")
     ev.add_argument(
         "--meter",
@@ -182,7 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
-    de = sub.add_parser("demo", help="offline CPU demo: train a meter, compare natural, random-4 and guided-4")
+    de = sub.add_parser(
+        "demo",
+        help="offline CPU demo: train a meter, compare natural, random-4 and guided-4",
+        description=_DEMO_DESCRIPTION,
+        formatter_class=raw,
+    )
     _selection_args(de, out="runs/demo")
     de.set_defaults(seeds=None)  # the panel's seeds unless given
     de.add_argument(

@@ -19,6 +19,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cpu, cuda, or auto")
 
 
+_TRAIN_METER = """Record trajectories of several scripted policies on the env (or read given files), hold out a
+share of whole trajectories, train a progress meter (an encoder with a regression head, or a causal
+LM with SFT then GRPO) and save it to OUT/meter with a report of sizes, timings and held-out figures.
+The saved folder is what --meter takes in ttg eval, ttg demo and ttg train."""
+
+_EVAL_METER = """Record (or read) trajectories on evaluation splits, add step-quality labels (ALFWorld's planner,
+or annotations in the files) and report the meter's completion, token and step-quality accuracy
+per split."""
+
+
 def add_train_meter(sub: argparse._SubParsersAction) -> None:
     """``ttg train-meter``."""
     from ..training.meter import pipeline
@@ -26,7 +36,7 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train-meter",
         help="record trajectories and train a progress meter",
-        description=pipeline.__doc__,
+        description=_TRAIN_METER,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(p)
@@ -61,7 +71,7 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval-meter",
         help="measure a progress meter on unseen tasks",
-        description=pipeline.__doc__,
+        description=_EVAL_METER,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(p)
