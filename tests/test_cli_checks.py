@@ -96,3 +96,27 @@ def test_help_pages_are_written_for_the_command_line(command, capsys):
         main([*command, "--help"])
     text = capsys.readouterr().out
     assert "``" not in text and ":mod:" not in text and ":func:" not in text and "ttg train --help" not in text
+
+
+def test_threads_reach_torch_here_and_in_spawned_workers(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from ttg_envs.cli import apply_threads
+
+    assert build_parser().parse_args(["eval", "--threads", "1"]).threads == 1
+    assert build_parser().parse_args(["demo", "--threads", "2"]).threads == 2
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    try:
+        apply_threads(1)
+        import os
+
+        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_model_specs_take_the_hf_prefix_everywhere():
+    from ttg_envs.model_spec import parse_model_spec
+
+    assert parse_model_spec("hf:Qwen/Qwen3-4B?revision=main") == parse_model_spec("Qwen/Qwen3-4B?revision=main")
+    assert parse_model_spec("transformers:/models/x.gguf")[0] == "/models/x.gguf"

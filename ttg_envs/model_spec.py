@@ -79,6 +79,9 @@ class ModelSource:
 def parse_model_spec(spec: str | os.PathLike, **options: Any) -> tuple[str, dict[str, Any]]:
     """Split ``spec`` into its location and its options; keyword ``options`` override the query string."""
     text = os.fspath(spec)
+    for scheme in ("hf:", "transformers:"):  # the actor/meter spec's scheme, as load_actor takes it
+        if text.startswith(scheme) and not Path(text).exists():
+            text = text[len(scheme) :]
     location, sep, query = text.partition("?")
     found: dict[str, Any] = {}
     if sep:
@@ -158,6 +161,16 @@ def _hub_source(repo_id: str, revision: str | None, gguf_file: str | None, dtype
             f"model not found: {repo_id!r} ({local_hint}, not in the hub cache, and the hub could not be reached: {name}: {exc})"
         ) from exc
     return source
+
+
+def set_threads(threads: int | None) -> None:
+    """Run torch's CPU ops on ``threads`` threads (None or 0: leave torch's default, one per core).
+
+    On a shared machine one thread can be several times faster than the default, which
+    oversubscribes the cores other jobs use too.
+    """
+    if threads:
+        require("torch", "hf").set_num_threads(int(threads))
 
 
 def _truthy(value: str | None) -> bool:

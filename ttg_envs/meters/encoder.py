@@ -210,8 +210,9 @@ class EncoderMeter(CachedMeter):
         saved = json.loads((path / METER_CONFIG).read_text())
         # Meters saved before drop_reasoning existed read the reasoning too.
         config = EncoderConfig(**{"drop_reasoning": False, **saved["encoder"]})
-        if threads:
-            require("torch", "hf").set_num_threads(int(threads))
+        from ..model_spec import set_threads
+
+        set_threads(threads)
         if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
             backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
         else:
