@@ -120,3 +120,12 @@ def test_model_specs_take_the_hf_prefix_everywhere():
 
     assert parse_model_spec("hf:Qwen/Qwen3-4B?revision=main") == parse_model_spec("Qwen/Qwen3-4B?revision=main")
     assert parse_model_spec("transformers:/models/x.gguf")[0] == "/models/x.gguf"
+
+
+def test_tau2_gets_the_user_its_actor_needs(monkeypatch):
+    monkeypatch.delenv("TTG_USER_BASE_URL", raising=False)
+    assert json.loads(resolved("eval", "--env", "ttg/Tau2-v0").env_kwargs)["user"] == "gold"
+    with pytest.raises(ValueError, match=r"argument --env-kwargs: .*\"user\": \"scenario\""):
+        resolved("eval", "--env", "ttg/Tau2-v0", "--actor", "openai:http://h/v1#m")
+    args = resolved("eval", "--env", "ttg/Tau2-v0", "--actor", "openai:http://h/v1#m", "--env-kwargs", '{"user": "scenario"}')
+    assert json.loads(args.env_kwargs) == {"user": "scenario"}

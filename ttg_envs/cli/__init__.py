@@ -23,6 +23,7 @@ from ..registry import ENV_SPECS
 
 def _rollout(args: argparse.Namespace) -> int:
     from ..eval.rollout import rollout, rollout_table, summarize, write_report
+    from ..runner import has_planner
     from .checks import resolve_selection
 
     if args.policies is None:
@@ -51,10 +52,8 @@ def _rollout(args: argparse.Namespace) -> int:
     (out / "rollout.md").write_text(table + "\n")
     print(table)
     timeouts = sum(r.planner_timeouts for r in results)
-    print(
-        f"\n{len(results)} episodes in {elapsed:.1f} s (planner time limit hit {timeouts} times); "
-        f"report in {out}/rollout.json and rollout.md"
-    )
+    limit = f" (planner time limit hit {timeouts} times)" if has_planner(args.env, json.loads(args.env_kwargs)) else ""
+    print(f"\n{len(results)} episodes in {elapsed:.1f} s{limit}; report in {out}/rollout.json and rollout.md")
     return 0
 
 

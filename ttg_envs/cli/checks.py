@@ -125,11 +125,31 @@ def _check_model(flag: str, model: str) -> None:
         raise FlagError(flag, str(exc).strip().splitlines()[0]) from None
 
 
+def tau2_user(actor: str) -> str:
+    """The tau2 user an actor gets when ``--env-kwargs`` names none: the gold replay of the same name for
+    the scripted gold policies, tau2's LLM user when its endpoint is set (``$TTG_USER_BASE_URL``); for
+    any other actor a ``FlagError`` names the offline choice, since the gold replay cannot converse."""
+    import os
+
+    name = actor.partition(":")[2]
+    if actor.startswith("scripted:") and name in ("gold", "gold_drop_last"):
+        return name
+    if os.environ.get("TTG_USER_BASE_URL") and os.environ.get("TTG_USER_MODEL"):
+        return "llm"
+    raise FlagError(
+        "--env-kwargs",
+        'ttg/Tau2-v0 needs a user for this actor: \'{"user": "scenario"}\' (an offline user that converses), '
+        'or tau2\'s LLM user on an endpoint (\'{"user_base_url": ..., "user_model": ...}\' or $TTG_USER_BASE_URL '
+        "and $TTG_USER_MODEL)",
+    )
+
+
 def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -> argparse.Namespace:
     """Check ``ttg eval`` / ``ttg demo`` / ``ttg rollout`` arguments in place and fill the env's defaults.
 
     ``--splits`` defaults to the env's evaluation splits, ``--actor`` to its scripted actor and, when a
-    guided condition is asked for and ``meter_default`` holds, ``--meter`` to its shipped meter.
+    guided condition is asked for and ``meter_default`` holds, ``--meter`` to its shipped meter, and
+    tau2's user to :func:`tau2_user`.
     The order of the checks is the order a user reads the line in: env, kwargs, splits, actor,
     conditions, meter.
     """
@@ -149,6 +169,9 @@ def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -
         if args.actor is None:
             args.actor = spec.default_actor if spec else "scripted:noisy_expert:0.75"
         check_actor(args.env, args.actor)
+        if args.env == "ttg/Tau2-v0" and "user" not in env_kwargs:
+            env_kwargs["user"] = tau2_user(args.actor)
+            args.env_kwargs = json.dumps(env_kwargs)
     if hasattr(args, "conditions"):
         from ..agents.conditions import needs_meter
 
