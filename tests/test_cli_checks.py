@@ -111,8 +111,15 @@ def test_threads_reach_torch_here_and_in_spawned_workers(monkeypatch):
         import os
 
         assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
+        torch.set_num_threads(before)
+        from ttg_envs.wrappers.stack import cached_meter
+
+        meter = cached_meter("ttg/ALFWorld-v0", device="cpu", threads=1)  # what --meter-kwargs passes
+        assert torch.get_num_threads() == 1 and str(meter.device) == "cpu"
+        assert cached_meter("ttg/ALFWorld-v0", device="cpu", threads=1) is meter
     finally:
         torch.set_num_threads(before)
+    assert build_parser().parse_args(["eval", "--meter-kwargs", '{"threads": 1}']).meter_kwargs == '{"threads": 1}'
 
 
 def test_model_specs_take_the_hf_prefix_everywhere():

@@ -76,6 +76,7 @@ def _eval(args: argparse.Namespace) -> int:
         workers=args.workers,
         env_kwargs=json.loads(args.env_kwargs),
         actor_kwargs=json.loads(args.actor_kwargs),
+        meter_kwargs=json.loads(args.meter_kwargs),
         limit=args.limit,
     )
     rows = seed_summary(results, actor=args.actor)
@@ -233,7 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="meter for the guided conditions: an env id (its shipped meter), a folder saved by ttg train-meter, "
         "hf:<model>, vllm:<model>, openai:<base-url>#<model> (default: the shipped meter of --env)",
     )
-    ev.add_argument("--actor-kwargs", default="{}", help="JSON dict for the actor's constructor (e.g. device, batch_size)")
+    ev.add_argument(
+        "--actor-kwargs",
+        default="{}",
+        help='JSON dict for the actor\'s constructor, e.g. \'{"device": "cuda", "threads": 1, "batch_size": 4}\'',
+    )
+    ev.add_argument("--meter-kwargs", default="{}", help='JSON dict for load_meter, e.g. \'{"device": "cuda", "threads": 1}\'')
     add_limit(ev)
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
@@ -329,7 +335,7 @@ def _dispatch(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from .checks import json_flag
 
-    for flag in ("env_kwargs", "actor_kwargs"):
+    for flag in ("env_kwargs", "actor_kwargs", "meter_kwargs"):
         if isinstance(getattr(args, flag, None), str):
             json_flag(getattr(args, flag), "--" + flag.replace("_", "-"))
     return args.func(args)
