@@ -136,3 +136,25 @@ def test_tau2_gets_the_user_its_actor_needs(monkeypatch):
         resolved("eval", "--env", "ttg/Tau2-v0", "--actor", "openai:http://h/v1#m")
     args = resolved("eval", "--env", "ttg/Tau2-v0", "--actor", "openai:http://h/v1#m", "--env-kwargs", '{"user": "scenario"}')
     assert json.loads(args.env_kwargs) == {"user": "scenario"}
+
+
+@pytest.mark.parametrize(
+    "argv,splits,policies",
+    [
+        (["eval-meter", "--meter", "ttg/ALFWorld-v0"], ["valid_seen", "valid_unseen"], ["expert", "noisy_expert:0.25", "noisy_expert:0.5"]),
+        (["eval-meter", "--meter", "ttg/PaperSearchQA-v0", "--env", "ttg/PaperSearchQA-v0"], ["test"], None),
+        (["train-meter", "--env", "ttg/Tau2-v0"], ["train"], ["gold", "gold_drop_last"]),
+    ],
+)
+def test_meter_commands_follow_the_env(argv, splits, policies):
+    from ttg_envs.cli.meter import _following_the_env
+
+    args = _following_the_env(lambda a: a, argv[0])(build_parser().parse_args(argv))
+    assert args.splits == splits and (policies is None or args.policies == policies)
+
+
+def test_meter_commands_check_their_specs_first(capsys):
+    assert main(["eval-meter", "--meter", "ttg/Nope-v0"]) == 2
+    assert main(["train-meter", "--env", "ttg/BFCL-v0"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("ttg: error: argument --meter: no meter ships") and err[1].startswith("ttg: error: argument --splits:")
