@@ -80,6 +80,7 @@ print(code, round(time.perf_counter() - t, 2), any(m in sys.modules for m in ("t
         (["eval", "--conditions", "guided-x"], "--conditions", "natural, random-<k> or guided-<k>"),
         (["rollout", "--env", "ttg/BFCL-v0", "--policies", "expert"], "--policies", "choices: gold"),
         (["demo", "--meter-split", "nope"], "--meter-split", "choices: train, valid_seen"),
+        (["train", "--model", "tiny", "--meter", "ttg/Nope-v0"], "--meter", "shipped meters:"),
     ],
 )
 def test_a_bad_spec_fails_at_once_in_one_line_naming_the_flag(argv, flag, says):

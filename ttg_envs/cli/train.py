@@ -67,4 +67,17 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
     )
     p.add_argument("--vllm-memory", type=float, default=0.35, help="vLLM gpu_memory_utilization (default: %(default)s)")
-    p.set_defaults(func=launch.train)
+    p.set_defaults(func=_checked(launch.train))
+
+
+def _checked(func):
+    """``func`` after the ``--meter`` and ``--env-kwargs`` checks (a wrong meter fails before the policy loads)."""
+
+    def run(args: argparse.Namespace):
+        from .checks import check_meter
+
+        if args.meter not in (None, "turns"):
+            check_meter(args.meter)
+        return func(args)
+
+    return run
