@@ -26,9 +26,6 @@ def _rollout(args: argparse.Namespace) -> int:
     from ..runner import has_planner
     from .checks import resolve_selection
 
-    if args.policies is None:
-        spec = ENV_SPECS.get(args.env)
-        args.policies = list(spec.policy_names) if spec else ["expert", "noisy_expert"]
     resolve_selection(args)
     start = time.perf_counter()
     results = rollout(
@@ -152,7 +149,7 @@ def _selection_args(p: argparse.ArgumentParser, *, out: str) -> None:
         type=positive_int,
         default=None,
         help="torch CPU threads in each worker, for model actors and meters (default: torch's, one per core; "
-        "on a shared machine 1 was 4-6x faster for SmolLM2)",
+        "on a busy shared machine 1 can be several times faster)",
     )
     add_out(p, out)
 

@@ -147,11 +147,10 @@ def tau2_user(actor: str) -> str:
 def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -> argparse.Namespace:
     """Check ``ttg eval`` / ``ttg demo`` / ``ttg rollout`` arguments in place and fill the env's defaults.
 
-    ``--splits`` defaults to the env's evaluation splits, ``--actor`` to its scripted actor and, when a
-    guided condition is asked for and ``meter_default`` holds, ``--meter`` to its shipped meter, and
-    tau2's user to :func:`tau2_user`.
-    The order of the checks is the order a user reads the line in: env, kwargs, splits, actor,
-    conditions, meter.
+    ``--splits`` defaults to the env's evaluation splits, ``--actor`` and ``--policies`` to its scripted
+    policies, tau2's user to :func:`tau2_user` and, when a guided condition is asked for and
+    ``meter_default`` holds, ``--meter`` to its shipped meter. The checks run in the order a user
+    reads the line: env, kwargs, splits, policies, actor, conditions, meter.
     """
     spec = check_env(args.env)
     env_kwargs = json_flag(args.env_kwargs, "--env-kwargs")
@@ -163,6 +162,8 @@ def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -
         args.splits = list(spec.eval_splits)
     check_splits(args.env, args.splits, env_kwargs)
     if hasattr(args, "policies"):
+        if args.policies is None:
+            args.policies = list(spec.policy_names) if spec else ["expert", "noisy_expert"]
         for policy in args.policies:
             check_policy(args.env, policy, "--policies")
     if hasattr(args, "actor"):
