@@ -174,3 +174,16 @@ def test_a_single_seed_has_no_spread():
     }
     assert "| 50.0 ± n/a | 3.00 ± n/a |" in markdown_table([row])
     assert "| 50.0 ± 0.0 | 3.00 ± 0.00 |" in markdown_table([{**row, "seeds": [0, 1]}])
+
+
+def test_a_model_load_prints_no_progress_bar_into_a_log(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(["hello world, a tiny corpus"] * 5, vocab_size=300)
+    model = tiny_causal_lm(tokenizer, hidden=16, layers=1, heads=2)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    capsys.readouterr()
+    model_spec.load_causal_lm(f"hf:{tmp_path}")  # the actor spec's prefix is taken too
+    assert "Loading weights" not in capsys.readouterr().err  # stderr is no terminal here

@@ -216,15 +216,12 @@ class EncoderMeter(CachedMeter):
         if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
             backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
         else:
+            from ..model_spec import hub_progress_bars
+
             transformers = require("transformers", "hf")
-            bars = transformers.utils.logging.is_progress_bar_enabled()
-            transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar for a small backbone
-            try:
+            with hub_progress_bars(False):  # no "Loading weights" bar for a backbone this small
                 backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
                 tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
-            finally:
-                if bars:
-                    transformers.utils.logging.enable_progress_bar()
         model = build_model(backbone, config.hidden)
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
