@@ -150,8 +150,14 @@ def write_outputs(
     per_type: bool,
     checks: dict,
     start: float,
+    planner: bool = False,
 ) -> int:
-    """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table."""
+    """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table.
+
+    With ``planner`` (an env whose planner has a time limit, ALFWorld) the episodes' planner time-limit
+    hits are counted into the report (``planner_timeouts``) and the last line, since a result can then
+    depend on machine load.
+    """
     table = markdown_table(rows, per_type=per_type)
     verdict = "\n".join(
         f"- {actor} {split}: guided beats the other conditions on success rate and steps: {'yes' if ok else 'NO'}"
@@ -161,6 +167,7 @@ def write_outputs(
     if ratios:
         verdict += "\n" + capture_lines(ratios)
     timings["total_s"] = time.perf_counter() - start
+    hits = sum(r.planner_timeouts for r in results)
     out.mkdir(parents=True, exist_ok=True)
     write_report(
         out / f"{name}.json",
@@ -171,6 +178,7 @@ def write_outputs(
             "timings": timings,
             "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()},
             "capture": {f"{a} {s} k={k}": v for (a, s, k), v in ratios.items()},
+            **({"planner_timeouts": hits} if planner else {}),
         },
     )
     (out / f"{name}.md").write_text(table + "\n\n" + verdict + "\n")
@@ -184,8 +192,9 @@ def write_outputs(
         plotted = f" (no plot: {exc})"
     except ValueError:
         plotted = " (no plot: needs a natural and a guided condition)"
+    limit = f" (planner time limit hit {hits} times)" if planner else ""
     print(
-        f"\n{len(results)} episodes; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
+        f"\n{len(results)} episodes{limit}; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
         f"table {out / (name + '.md')}{plotted}"
     )
     return 0

@@ -244,16 +244,35 @@ class EncoderMeter(CachedMeter):
 
     # ------------------------------------------------------------------ persistence
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> EncoderMeter:
-        """Load a folder written by :meth:`save_pretrained`."""
-        transformers = require("transformers", "hf")
+    def from_pretrained(cls, path: str | os.PathLike, *, backend: str = "auto", threads: int | None = None, **kwargs: Any) -> EncoderMeter:
+        """Load a folder written by :meth:`save_pretrained`.
+
+        ``backend``: ``light`` reads a BERT backbone on torch and ``tokenizers`` alone
+        (:mod:`.light_bert`: no transformers import, the same outputs), ``transformers`` through
+        transformers, ``auto`` (default) the light one where it applies. ``threads`` sets torch's
+        CPU threads (``torch.set_num_threads``; None leaves torch's default).
+        """
+        from . import light_bert
+
+        if backend not in ("auto", "light", "transformers"):
+            raise ValueError(f"backend must be auto, light or transformers, got {backend!r}")
         safetensors_torch = require("safetensors.torch", "hf")
         path = Path(path)
         saved = json.loads((path / METER_CONFIG).read_text())
         # Meters saved before drop_reasoning existed read the reasoning too.
         config = EncoderConfig(**{"drop_reasoning": False, **saved["encoder"]})
-        backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
+        from ..model_spec import set_threads
+
+        set_threads(threads)
+        if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
+            backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
+        else:
+            from ..model_spec import hub_progress_bars
+
+            transformers = require("transformers", "hf")
+            with hub_progress_bars(False):  # no "Loading weights" bar for a backbone this small
+                backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
         model = build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None)
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
