@@ -6,9 +6,16 @@
 #   bash scripts/build_meters.sh [alfworld] [papersearchqa] [awm]    (default: all three)
 #
 # Each meter: an encoder meter (encoder:tiny, full history, <think> blocks dropped) trained on
-# trajectories of four scripted policies (expert, noisy expert at eps 0.25 and 0.5, random) that
-# TokenCounter recorded on the env's bundled train split; then `ttg eval-meter` on held-out tasks,
-# whose figures go into the shipped meter.json under "heldout". Work files go to runs/build-meters.
+# trajectories of scripted policies of different quality that TokenCounter recorded on the env's
+# bundled train split; then `ttg eval-meter` on held-out tasks, whose figures go into the shipped
+# meter.json under "heldout". Work files go to runs/build-meters.
+#
+# ALFWorld's meter learns from the expert's roll-out from every recorded state (--targets expert:
+# the planner's plan, its responses counted by TokenCounter) and reads the turns left (--turn-limit
+# 50), on the 540 train tasks outside the development panel (task index % 10 != 5; the panel is
+# where its settings were chosen), five policies each (expert, noisy expert at eps 0.25, 0.5, 0.75
+# and random, whose random admissible commands include help, look, inventory and examine).
+# ALFWORLD_TRAJECTORIES=DIR trains on trajectory files recorded before by the same command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TTG=${TTG:-.venv/bin/ttg}
@@ -31,7 +38,8 @@ config["ready"] = {
     "recipe": "bash scripts/build_meters.sh " + dest.name,
     "trained_on": {"split": train["config"]["split"], "tasks": train["config"].get("tasks") or train["config"].get("limit"),
                    "policies": train["config"]["policies"], "epochs": train["config"]["epochs"]},
-    "heldout": {split: {k: v for k, v in report.items() if not isinstance(v, (list, dict))}
+    "heldout": {split: {**{k: v for k, v in report.items() if not isinstance(v, (list, dict))},
+                        **({"noop": report["noop"]} if report.get("noop") else {})}
                 for split, report in heldout["reports"].items()},
     "heldout_tasks": {"splits": heldout["config"]["splits"], "limit": heldout["config"]["limit"],
                       "tasks": heldout["config"]["tasks"], "policies": heldout["config"]["policies"]},
@@ -43,9 +51,20 @@ PYEOF
 }
 
 build_alfworld() {
-    $TTG train-meter --env ttg/ALFWorld-v0 --splits train --limit 90 --epochs 10 --out "$WORK/alfworld/train"
+    local tasks source
+    tasks=$(seq 0 599 | awk '$1 % 10 != 5' | tr '\n' ' ')
+    if [ -n "${ALFWORLD_TRAJECTORIES:-}" ]; then
+        source="--trajectories $(ls "$ALFWORLD_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
+    else
+        source="--tasks $tasks"
+    fi
+    # shellcheck disable=SC2086
+    $TTG train-meter --env ttg/ALFWorld-v0 --splits train $source \
+        --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 noisy_expert:1 \
+        --targets expert --turn-limit 50 --delta-weight "${ALFWORLD_DELTA_WEIGHT:-5}" --epochs "${ALFWORLD_EPOCHS:-6}" \
+        --out "$WORK/alfworld/train"
     $TTG eval-meter --env ttg/ALFWorld-v0 --meter "$WORK/alfworld/train/meter" --splits valid_seen valid_unseen \
-        --limit 18 --out "$WORK/alfworld/eval"
+        --limit 24 --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 --out "$WORK/alfworld/eval"
     ship alfworld ttg/ALFWorld-v0
 }
 

@@ -1,4 +1,5 @@
-"""The guidance plot (paper figure 6): natural -> guided arrows per actor and split, random as a marker."""
+"""The guidance plot (paper figure 6): natural -> guided arrows per actor and split, random and the
+planner ceiling as markers."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def guidance_figure(rows: Sequence[dict[str, Any]]) -> Any:
     """A two-panel figure (success rate, average steps) from :func:`~ttg_envs.eval.report.seed_summary` rows.
 
     One line per (actor, split) with a natural and a guided condition; the arrow goes from natural
-    to guided and is labelled with the change; random-of-k is drawn as a cross. Each point's bar is
+    to guided and is labelled with the change; random-of-k is drawn as a cross and planner-of-k (the
+    ceiling, where the env has a planner) as a green diamond. Each point's bar is
     its own spread over seeds (± one standard deviation), drawn in its condition's colour. The
     legend sits below the panels, outside the data area, so it never covers a point.
     """
@@ -41,13 +43,18 @@ def guidance_figure(rows: Sequence[dict[str, Any]]) -> Any:
         for y, (label, conds) in enumerate(lines):
             if y % 2:
                 ax.axhspan(y - 0.5, y + 0.5, color="0.92", zorder=0)
-            points = [("natural", "tab:gray", "o"), ("guided", "tab:blue", "o"), ("random", "tab:orange", "x")]
+            points = [
+                ("natural", "tab:gray", "o"),
+                ("guided", "tab:blue", "o"),
+                ("random", "tab:orange", "x"),
+                ("planner", "tab:green", "D"),
+            ]
             for kind, colour, marker in points:
                 if kind not in conds:
                     continue
                 row = conds[kind]
                 x, spread = scale * row[f"{metric}_mean"], scale * row[f"{metric}_std"]
-                name = row["condition"] if y == 0 else None
+                name = row["condition"] if y == 0 or not any(kind in c for _, c in lines[:y]) else None
                 ax.errorbar([x], [y], xerr=[spread], fmt="none", ecolor=colour, alpha=0.6, capsize=3, zorder=1)
                 ax.scatter([x], [y], color=colour, marker=marker, zorder=3, label=name)
             x0, x1 = scale * conds["natural"][f"{metric}_mean"], scale * conds["guided"][f"{metric}_mean"]

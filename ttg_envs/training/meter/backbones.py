@@ -52,7 +52,13 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
         backbone_lr = 0.0 if args.backbone_lr is None else args.backbone_lr
     meter = EncoderMeter(build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None), tokenizer, config, device=device)
     rc = RegressionConfig(
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, backbone_lr=backbone_lr, seed=args.seed, targets=args.targets
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        backbone_lr=backbone_lr,
+        seed=args.seed,
+        targets=args.targets,
+        delta_weight=args.delta_weight,
     )
     losses = train_encoder_meter(meter, train, rc)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}

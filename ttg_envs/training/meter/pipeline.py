@@ -51,6 +51,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "keep_reasoning": False,
     "targets": "recorded",
     "turn_limit": 0,
+    "delta_weight": 0.0,
     "batch_size": 16,
     "max_examples": None,
     "max_prompt_tokens": None,

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..._optional import require
 from ...meters.encoder import EncoderMeter
 from .datasets import Trajectory
@@ -37,6 +39,11 @@ class RegressionConfig:
 
     ``backbone_lr = 0`` freezes the backbone: segment embeddings are then computed once and only
     the GRU and head train (the fast path for a pretrained encoder such as MiniLM on a CPU).
+
+    ``delta_weight`` adds a loss on the change between consecutive prefixes: the predicted
+    log(1 + TTG) difference against the target's, wherever both prefixes have a TTG target.
+    Guidance and DeltaTTG read only these changes, and one step moves log(1 + TTG) by a few tenths
+    at most, which a loss on the levels alone barely notices (needs a meter without a window).
     """
 
     epochs: int = 6
@@ -49,6 +56,7 @@ class RegressionConfig:
     max_grad_norm: float = 1.0
     seed: int = 0
     targets: str = "recorded"
+    delta_weight: float = 0.0
 
 
 def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tuple[list[float], list[float]]:
@@ -139,6 +147,8 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     if meter.config.window is None:
         last, b, y, w = _full_history_outputs(meter, batch, index, vectors, torch, device)
     else:
+        if config.delta_weight:
+            raise ValueError("delta_weight needs a meter that reads the whole history (window None)")
         last, b, y, w = _windowed_outputs(meter, batch, index, vectors, torch, device)
     b = torch.tensor(b, device=device)
     y = torch.tensor(y, device=device)
@@ -150,7 +160,25 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         reg = (reg * w[has_y]).sum() / w[has_y].sum()
     else:
         reg = last[:, 1].sum() * 0.0
+    if config.delta_weight:
+        reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(segs) for segs, _, _ in batch], config, torch)
     return bce + reg
+
+
+def _delta_loss(pred: Any, y: Any, lengths: list[int], config: RegressionConfig, torch: Any) -> Any:
+    """Smooth-L1 between predicted and target changes of log(1 + TTG) over consecutive prefixes of
+    each trajectory (rows of ``pred``/``y`` are the prefixes, trajectory after trajectory)."""
+    starts = torch.tensor([0, *np.cumsum(lengths)[:-1].tolist()])
+    first = torch.cat([torch.arange(s, s + n - 1) for s, n in zip(starts.tolist(), lengths)]) if sum(lengths) > len(lengths) else None
+    if first is None:
+        return pred.sum() * 0.0
+    first = first.to(pred.device)
+    target = y[first + 1] - y[first]
+    ok = ~torch.isnan(target)
+    if not ok.any():
+        return pred.sum() * 0.0
+    change = pred[first + 1] - pred[first]
+    return torch.nn.functional.smooth_l1_loss(change[ok], target[ok], beta=0.1)
 
 
 def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
