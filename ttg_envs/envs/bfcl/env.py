@@ -20,12 +20,14 @@ from ...tools import (
     render_tool_list,
     tool_index,
 )
+from ...tools.bounds import MAX_CALLS_PER_STEP, BoundExceeded
 from .backends import Backends
 from .checker import check_single_turn, check_turn
 from .data import BFCLTask, bfcl_module, load_tasks, to_tool, tool_name
 from .harness import (
     MODEL_STYLES,
     HarnessDecoder,
+    TooLarge,
     call_of_source,
     single_turn_calls,
     single_turn_verdict,
@@ -299,6 +301,8 @@ class BFCLEnv(ToolEnv):
         # The harness's inference loop: a step it cannot decode, or that decodes to no call, ends the turn.
         try:
             sources = HarnessDecoder(self.model_style).decode_execute(strip_reasoning(text), False)
+        except TooLarge as exc:  # a bound of ours, not a decode failure of the harness: the turn goes on
+            return self._bound_step(str(exc), text, [])
         except Exception:
             sources = []
         utils = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
@@ -306,7 +310,13 @@ class BFCLEnv(ToolEnv):
             return self._end_turn(ParsedResponse(text))
         episode = self._episode
         sources = [str(s) for s in sources]
-        results = [episode.model.execute_source(s) for s in sources]
+        try:
+            if len(sources) > MAX_CALLS_PER_STEP:
+                raise BoundExceeded(f"the response makes {len(sources)} calls; the bound is {MAX_CALLS_PER_STEP} per step, so none was run")
+            with episode.model.atomic():
+                results = [episode.model.execute_source(s) for s in sources]
+        except BoundExceeded as exc:
+            return self._bound_step(str(exc), text, sources)
         episode.call_steps += 1
         episode.turn_steps += 1
         episode.results.extend(results)
@@ -331,6 +341,13 @@ class BFCLEnv(ToolEnv):
         outcome.assistant_message, outcome.messages = assistant, messages + [{"role": "user", "content": outcome.observation}]
         return outcome
 
+    def _bound_step(self, bound: str, text: str, sources: list[str]) -> StepOutcome:
+        """An invalid step that changed nothing: a call crossed a bound (named in the observation)."""
+        error = f"Bound exceeded: {bound}."
+        assistant, messages = self._transcript(text, [call_of_source(s) for s in sources], [f"Error: {error}"] * len(sources))
+        outcome = StepOutcome(observation=error, action_valid=False, error=error, assistant_message=assistant, messages=messages)
+        return self._count_turn_step(outcome)
+
     def _transcript(self, content: str, calls, results: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         calls = [c.with_id(f"call_{self.elapsed_steps}_{i}") for i, c in enumerate(calls)]
         assistant = {"role": "assistant", "content": content, "tool_calls": [c.openai() for c in calls]}
@@ -340,7 +357,17 @@ class BFCLEnv(ToolEnv):
     # ------------------------------------------------------------ multi-turn
     def _tool_step(self, response: ParsedResponse) -> StepOutcome:
         episode = self._episode
-        turn = self._run_calls(response, episode.model.execute)
+        with episode.model.atomic():
+            turn = self._run_calls(response, episode.model.execute)
+        if turn.bound is not None:
+            # The backends are back where the step began: no call of it happened.
+            error = f"Bound exceeded: {turn.bound}."
+            results = [f"Error: {error}"] * len(turn.calls)
+            messages = [dict(m, content=r) for m, r in zip(turn.messages, results)]
+            outcome = StepOutcome(
+                observation=error, action_valid=False, error=error, assistant_message=turn.assistant_message, messages=messages
+            )
+            return self._count_turn_step(outcome)
         episode.call_steps += 1
         episode.results.extend(r for r, e in zip(turn.results, turn.errors) if e is None)
         outcome = StepOutcome(

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ...core import StepOutcome
 from ...tools import ParsedResponse, Tool, ToolEnv
+from ...tools.bounds import BoundExceeded
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
@@ -233,6 +234,11 @@ class Tau2Env(ToolEnv):
 
         def execute(call):
             tool_call = messages.ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), requestor="assistant")
+            # Whatever can fail in recording the call fails now, before it runs (atomic steps).
+            try:
+                _fields(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[tool_call]))
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise BoundExceeded(f"the call was not run: tau2 cannot record its arguments ({exc})") from None
             result = self._tool_response(episode.environment, tool_call)
             executed.append((tool_call, result))
             return result.content or ""
@@ -242,7 +248,9 @@ class Tau2Env(ToolEnv):
             self._record(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[c for c, _ in executed]))
             for _, result in executed:
                 self._record(result)
-        episode.errors += sum(e is not None for e in turn.errors) + sum(r.error for _, r in executed)
+        # A response past the call bound is one error, not one per call it did not run.
+        refused = 1 if turn.bound is not None and not executed else sum(e is not None for e in turn.errors)
+        episode.errors += refused + sum(r.error for _, r in executed)
         outcome = StepOutcome(
             observation=turn.observation,
             action_valid=turn.valid,
@@ -300,10 +308,9 @@ class Tau2Env(ToolEnv):
 
     def _record(self, message: Any) -> None:
         episode = self._episode
+        fields = _fields(message)
         episode.trajectory.append(message)
-        # Call ids are labels (they depend on the step counter, which a replay does not advance).
-        fields = message.model_dump(mode="json", exclude=_VOLATILE)
-        episode.digest = hashlib.sha256((episode.digest + json.dumps(fields, sort_keys=True)).encode()).hexdigest()
+        episode.digest = hashlib.sha256((episode.digest + fields).encode()).hexdigest()
 
     def _evaluate(self) -> dict[str, Any]:
         task = self._task
@@ -336,6 +343,12 @@ class Tau2Env(ToolEnv):
         except Exception as exc:  # e.g. an env assertion on a record the conversation never created
             return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
         return info.model_dump(mode="json")
+
+
+def _fields(message: Any) -> str:
+    """A tau2 message as the state key's JSON. Call ids are left out: they are labels that depend on
+    the step counter, which a replay does not advance."""
+    return json.dumps(message.model_dump(mode="json", exclude=_VOLATILE), sort_keys=True)
 
 
 def _is_generic(environment: Any, tool_call: Any) -> bool:
