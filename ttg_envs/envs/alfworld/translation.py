@@ -7,9 +7,10 @@ game's text and the engine versions, so they are kept on disk under the project'
 translating. The planner's (optimized) translation is made only when a plan is first asked for.
 
 An entry is a zlib-compressed pickle behind a header holding its key and the payload's sha256;
-an entry whose header, key or checksum does not match is rebuilt, never trusted. The entries are
-written by this library and read back by it only (pickle runs code: the cache dir is trusted like
-the site-packages it caches for).
+an entry whose header, key or checksum does not match is rebuilt, never trusted. Entries are read
+as data only (:func:`load_data`): the unpickler resolves nothing but the container types and the
+textworld / fast-downward logic classes an entry is made of, so a forged entry cannot name a
+function (``os.system``, ``eval``) to run while it loads; it fails and is rebuilt.
 """
 
 from __future__ import annotations
@@ -63,7 +64,31 @@ class Translation:
 
     def new_logic(self) -> Any:
         """A fresh ``GameLogic`` (PddlState adds types to it, so every load gets its own copy)."""
-        return pickle.loads(self.logic)
+        return load_data(self.logic)
+
+
+#: What an entry may be built of: these builtins and the classes of these modules (no functions).
+_DATA_BUILTINS = frozenset({"list", "dict", "set", "frozenset", "tuple", "bytes", "bytearray", "str", "int", "float", "complex", "bool"})
+_DATA_MODULES = ("textworld.logic", "textworld.envs.pddl.logic", "textworld.envs.pddl.textgen")
+_DATA_PACKAGES = ("fast_downward.translate.pddl.",)
+
+
+class _DataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in _DATA_BUILTINS or module == "collections" and name in ("defaultdict", "OrderedDict"):
+            return super().find_class(module, name)
+        if module in _DATA_MODULES or module.startswith(_DATA_PACKAGES):
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"a translation cache entry may not name {module}.{name}")
+
+
+def load_data(blob: bytes) -> Any:
+    """Unpickle ``blob`` allowing only the container types and logic classes entries are made of."""
+    import io
+
+    return _DataUnpickler(io.BytesIO(blob)).load()
 
 
 def game_key(game: dict[str, Any]) -> str:
@@ -197,7 +222,8 @@ def _read(key: str) -> Translation | None:
         payload = blob[start + header_len :]
         if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
             raise ValueError("key or checksum mismatch")
-        data = pickle.loads(zlib.decompress(payload))
+        data = load_data(zlib.decompress(payload))
+        load_data(data["logic"])  # the nested logic too, so a forged one is rebuilt here, not met at load
         return Translation(key, data["logic"], data["task"], data["sas"], data.get("sas_replan"), origin="disk")
     except Exception as exc:  # noqa: BLE001  (a torn, corrupt or foreign entry: rebuild it)
         warnings.warn(f"rebuilding corrupt ALFWorld translation cache entry {path.name}: {exc}", stacklevel=3)
