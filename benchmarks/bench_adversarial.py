@@ -84,5 +84,126 @@ def main() -> None:
         env.close()
 
 
+# ----------------------------------------------------------------- bounded state and numbers (issue 29)
+#: Each case runs in its own process (time and peak RSS of that process), stopped at CASE_TIMEOUT s.
+CASE_TIMEOUT = 60
+CASE_MEMORY = 6 << 30
+
+
+def _bfcl(task_index: int, **kwargs):
+    env = gym.make("ttg/BFCL-v0", categories="multi_turn_base", **kwargs)
+    env.reset(options={"task_index": task_index})
+    return env
+
+
+def _call(name: str, **arguments) -> str:
+    import json
+
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def case_exponential_copy() -> dict:
+    """60 cp calls: a folder and its copy copied into each other, one pair per step (state_key each step)."""
+    env = _bfcl(0, scoring="lenient")
+    fs = env.unwrapped._episode.model.instances["GorillaFileSystem"]
+    folder = next(n for n, item in fs._current_dir.contents.items() if type(item).__name__ == "Directory")
+    invalid = 0
+    for i in range(30):
+        info = env.step(_call("cp", source=folder, destination=f"c{i}") + _call("cp", source=f"c{i}", destination=folder))[4]
+        invalid += not info["action_valid"]
+    return {"steps": 30, "invalid_steps": invalid}
+
+
+def case_amplification() -> dict:
+    """One official-prompting step: a file of 1,048,576 newlines, then grep for '' 15 times."""
+    env = _bfcl(0, model_style="prompting")
+    greps = ", ".join(["grep(file_name='amp.txt', pattern='')"] * 15)
+    obs = env.step(f"[touch(file_name='amp.txt'), echo(content='\\n' * 1048576, file_name='amp.txt'), {greps}]")[0]
+    return {"observation_chars": len(obs)}
+
+
+def case_huge_literal() -> dict:
+    """Official prompting: a 713-character integer product and a 38-character nested list."""
+    env = _bfcl(0, model_style="prompting")
+    big = "((1<<1048576)-1)"
+    out = {}
+    for name, action in (("product", f"[ls(a={'*'.join([big] * 42)})]"), ("nested_list", "[get_watchlist(x=[[[1]*100]*100]*100)]")):
+        info = env.step(action)[4]
+        out[name] = "valid" if info["action_valid"] else "invalid"
+    return out
+
+
+def case_flood() -> dict:
+    """send_message 256 times per step until the step is refused (MessageAPI has 90,000 ids)."""
+    env = _bfcl(14, scoring="lenient")
+    messages = env.unwrapped._episode.model.instances["MessageAPI"]
+    receiver = next(iter(messages.user_map.values()))
+    action = _call("send_message", receiver_id=receiver, message="hi") * 256
+    for step in range(400):
+        obs, _, terminated, truncated, info = env.step(action)
+        if not info["action_valid"] or terminated or truncated:
+            break
+    return {"steps": step + 1, "messages": len(messages.generated_ids), "stopped_by": obs[:90]}
+
+
+CASES = {
+    "exponential_copy": case_exponential_copy,
+    "amplification": case_amplification,
+    "huge_literal": case_huge_literal,
+    "flood": case_flood,
+}
+
+
+def run_case(name: str) -> None:
+    """Child side: run one case and print its result and time as JSON."""
+    import json
+
+    start = time.perf_counter()
+    result = CASES[name]()
+    print(json.dumps({"seconds": round(time.perf_counter() - start, 3), **result}))
+
+
+def bounded_cases() -> None:
+    """Parent side: each case in a fresh process, with its wall time, peak RSS and result."""
+    import json
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    def limits():
+        resource.setrlimit(resource.RLIMIT_AS, (CASE_MEMORY, CASE_MEMORY))
+
+    print(f"\n{'case':<18}{'wall s':>9}{'peak RSS MB':>13}  result")
+    for name in CASES:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--case", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=limits, text=True
+        )
+        try:
+            out, _ = child.communicate(timeout=CASE_TIMEOUT)
+            result = out.strip().splitlines()[-1] if out.strip() else f"died (exit {child.returncode})"
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            result = f"still running at {CASE_TIMEOUT} s (killed)"
+        _, _, usage = os.wait4(child.pid, 0) if child.returncode is None else (0, 0, None)
+        rss = (usage or resource.getrusage(resource.RUSAGE_CHILDREN)).ru_maxrss / 1024
+        wall = time.perf_counter() - start
+        try:
+            result = json.dumps({k: v for k, v in json.loads(result).items() if k != "seconds"})
+        except ValueError:
+            pass
+        print(f"{name:<18}{wall:>9.2f}{rss:>13.0f}  {result}")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:2] == ["--case"]:
+        run_case(sys.argv[2])
+    elif sys.argv[1:2] == ["--bounds"]:
+        bounded_cases()
+    else:
+        main()
+        bounded_cases()

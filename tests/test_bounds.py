@@ -223,3 +223,20 @@ def test_tau2_huge_integer_is_an_invalid_call():
     call = {"name": "send_certificate", "arguments": {"user_id": "sara_doe_496", "amount": 10**400}}
     obs, _, _, _, info = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
     assert "bound on integers" in obs and not info["action_valid"]
+
+
+def test_a_step_whose_calls_run_too_long_is_stopped_and_undone(monkeypatch):
+    # Each call is bounded by the state it walks; a step of many of them by the step's time bound.
+    from ttg_envs.envs.bfcl.backends import Backends
+
+    monkeypatch.setattr(Backends, "step_seconds", 0.3)
+    backends = _fs()
+    backends.execute(ToolCall("touch", {"file_name": "big.txt"}))
+    backends.execute(ToolCall("echo", {"content": "\n" * 1_000_000, "file_name": "big.txt"}))
+    before = backends.state_digest()
+    start = time.monotonic()
+    with pytest.raises(BoundExceeded, match="bound on a step's time"), backends.atomic():
+        backends.execute(ToolCall("touch", {"file_name": "new.txt"}))
+        for _ in range(256):
+            backends.execute(ToolCall("grep", {"file_name": "big.txt", "pattern": ""}))
+    assert time.monotonic() - start < 5 and backends.state_digest() == before  # new.txt undone too

@@ -17,6 +17,7 @@ import importlib
 import inspect
 import json
 import random
+import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ...core import cap_text
@@ -42,6 +43,10 @@ class Backends:
     call_timeout: float | None = 10.0
     #: Limits on each stateful instance after a call.
     state_bounds: StateBounds = STATE_BOUNDS
+    #: Seconds the calls of one step (:meth:`atomic`) may take together: a call that would start
+    #: later is not run and the step is undone. One call's own time is bounded by the state bounds
+    #: (stateful) or :attr:`call_timeout` (stateless).
+    step_seconds: float = 10.0
 
     def __init__(self, involved_classes: Sequence[str], initial_config: Mapping[str, Any], *, long_context: bool):
         config = bfcl_module("bfcl_eval.constants.executable_backend_config")
@@ -49,6 +54,7 @@ class Backends:
         self.instances: dict[str, Any] = {}
         self.owner: dict[str, str] = {}
         self._saved: dict[str, dict[str, Any]] | None = None
+        self._step_start: float | None = None
         for class_name in involved_classes:
             cls = getattr(importlib.import_module(config.CLASS_FILE_PATH_MAPPING[class_name]), class_name)
             instance = cls()
@@ -65,6 +71,7 @@ class Backends:
         class_name = self.owner.get(call.name)
         if class_name is None:
             return f"Error during execution: no backend function named {call.name!r}"
+        self._check_step_time()
         method = getattr(self.instances[class_name], call.name)
         if class_name in self.stateless and self.call_timeout is not None:
             try:
@@ -83,6 +90,7 @@ class Backends:
         the time limit, anything else here with the caller's numeric state restored."""
         from .harness import execute_call_source
 
+        self._check_step_time()
         run = lambda: execute_call_source(source, self.instances, self.owner)  # noqa: E731
         names = _called_names(source)
         if names and self.call_timeout is not None and all(self.owner.get(n) in self.stateless for n in names):
@@ -98,11 +106,22 @@ class Backends:
     def atomic(self) -> Iterator[None]:
         """Make the calls inside the block one step: when one crosses a bound, every instance is put
         back to its state before the block (not only before that call)."""
-        self._saved = {}
+        self._saved, self._step_start = {}, time.monotonic()
         try:
             yield
         finally:
-            self._saved = None
+            self._saved = self._step_start = None
+
+    def _check_step_time(self) -> None:
+        if self._step_start is not None and time.monotonic() - self._step_start > self.step_seconds:
+            self._undo(self._saved)
+            raise BoundExceeded(f"the step's calls took more than {self.step_seconds:g} s (the bound on a step's time); it was undone")
+
+    def _undo(self, saved: Mapping[str, dict[str, Any]] | None) -> None:
+        for name, attributes in (saved or {}).items():
+            live = vars(self.instances[name])
+            live.clear()
+            live.update(copy.deepcopy(attributes))
 
     def _stateful(self, classes: Sequence[str], run: Callable[[], str]) -> str:
         saved = self._saved if self._saved is not None else {}
@@ -114,10 +133,7 @@ class Backends:
         for name in classes:
             problem = state_problem(self.instances[name], self.state_bounds, where=f"{name}'s state")
             if problem:
-                for undo, attributes in saved.items():
-                    live = vars(self.instances[undo])
-                    live.clear()
-                    live.update(copy.deepcopy(attributes))
+                self._undo(saved)
                 raise BoundExceeded(f"the step was undone: {problem}")
         return cap_text(result, MAX_RESULT_CHARS)
 
