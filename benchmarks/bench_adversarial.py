@@ -134,12 +134,15 @@ def case_huge_literal() -> dict:
 
 
 def case_flood() -> dict:
-    """send_message 256 times per step until the step is refused (MessageAPI has 90,000 ids)."""
-    env = _bfcl(14, scoring="lenient")
+    """Official prompting: as many send_message calls as one action holds (~5,000), step after step
+    (MessageAPI draws ids from 90,000 with a retry loop that never ends once they are used up)."""
+    env = _bfcl(14, model_style="prompting")
     messages = env.unwrapped._episode.model.instances["MessageAPI"]
-    receiver = next(iter(messages.user_map.values()))
-    action = _call("send_message", receiver_id=receiver, message="hi") * 256
-    for step in range(400):
+    sender, receiver = list(messages.user_map.values())[:2]
+    env.step(f"[message_login(user_id='{sender}')]")
+    call = f"send_message(receiver_id='{receiver}',message='')"
+    action = "[" + ",".join([call] * (MAX_ACTION_CHARS // (len(call) + 1) - 1)) + "]"
+    for step in range(40):
         obs, _, terminated, truncated, info = env.step(action)
         if not info["action_valid"] or terminated or truncated:
             break
@@ -157,16 +160,25 @@ CASES = {
 def run_case(name: str) -> None:
     """Child side: run one case and print its result and time as JSON."""
     import json
+    import resource
 
     start = time.perf_counter()
     result = CASES[name]()
-    print(json.dumps({"seconds": round(time.perf_counter() - start, 3), **result}))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": round(time.perf_counter() - start, 3), "peak_mb": round(peak), **result}))
+
+
+def _peak_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return float("nan")
 
 
 def bounded_cases() -> None:
     """Parent side: each case in a fresh process, with its wall time, peak RSS and result."""
     import json
-    import os
     import resource
     import subprocess
     import sys
@@ -180,18 +192,21 @@ def bounded_cases() -> None:
         child = subprocess.Popen(
             [sys.executable, __file__, "--case", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=limits, text=True
         )
+        rss = 0.0
         try:
             out, _ = child.communicate(timeout=CASE_TIMEOUT)
             result = out.strip().splitlines()[-1] if out.strip() else f"died (exit {child.returncode})"
         except subprocess.TimeoutExpired:
+            rss = _peak_mb(child.pid)  # the high-water mark so far, read before the kill
             child.kill()
             child.communicate()
             result = f"still running at {CASE_TIMEOUT} s (killed)"
-        _, _, usage = os.wait4(child.pid, 0) if child.returncode is None else (0, 0, None)
-        rss = (usage or resource.getrusage(resource.RUSAGE_CHILDREN)).ru_maxrss / 1024
         wall = time.perf_counter() - start
         try:
-            result = json.dumps({k: v for k, v in json.loads(result).items() if k != "seconds"})
+            fields = json.loads(result)
+            rss = fields.pop("peak_mb")
+            fields.pop("seconds")
+            result = json.dumps(fields)
         except ValueError:
             pass
         print(f"{name:<18}{wall:>9.2f}{rss:>13.0f}  {result}")

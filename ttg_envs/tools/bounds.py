@@ -12,6 +12,9 @@ Each returns a text naming the bound, or None.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +54,7 @@ STATE_BOUNDS = StateBounds()
 #: one is cut with a marker saying how much was cut (:func:`ttg_envs.core.cap_text`).
 MAX_RESULT_CHARS = 1 << 16
 #: Calls one response may make (each is checked against the state bounds after it runs).
-MAX_CALLS_PER_STEP = 256
+MAX_CALLS_PER_STEP = 64
 
 
 class BoundExceeded(RuntimeError):
@@ -102,14 +105,19 @@ def state_problem(root: Any, bounds: StateBounds = STATE_BOUNDS, where: str = "t
     (a parent link, a cycle), which a tree walk would never finish. Containers are dicts, lists,
     tuples, sets and objects with a ``__dict__``; anything else is a leaf. Time: at most the bounds.
     """
-    stack: list[tuple[Any, int]] = [(root, 0)]
+    with _gc_paused():  # the walk allocates per node; collections of a large heap would dominate it
+        return _state_problem(root, bounds, where)
+
+
+def _state_problem(root: Any, bounds: StateBounds, where: str) -> str | None:
+    items: list[Any] = [root]
+    depths: list[int] = [0]
     path: set[int] = set()
-    leave = object()
     nodes = chars = 0
-    while stack:
-        item, depth = stack.pop()
-        if item is leave:
-            path.discard(depth)  # depth holds the id of the object being left
+    while items:
+        item, depth = items.pop(), depths.pop()
+        if item is _LEAVE:
+            path.discard(depth)  # here depth holds the id of the object being left
             continue
         nodes += 1
         if nodes > bounds.max_nodes:
@@ -122,11 +130,11 @@ def state_problem(root: Any, bounds: StateBounds = STATE_BOUNDS, where: str = "t
         if isinstance(item, _ATOMS):
             continue
         if isinstance(item, dict):
-            children = [child for pair in item.items() for child in pair]
+            children = item
         elif isinstance(item, (list, tuple, set, frozenset)):
-            children = list(item)
+            children = item
         elif hasattr(item, "__dict__") and not isinstance(item, type):
-            children = list(vars(item).values())
+            children = vars(item)
         else:
             continue
         if id(item) in path:
@@ -134,6 +142,30 @@ def state_problem(root: Any, bounds: StateBounds = STATE_BOUNDS, where: str = "t
         if depth >= bounds.max_depth:
             return f"{where} would be nested deeper than {bounds.max_depth} levels (the bound on state depth)"
         path.add(id(item))
-        stack.append((leave, id(item)))
-        stack.extend((child, depth + 1) for child in children)
+        items.append(_LEAVE)
+        depths.append(id(item))
+        if isinstance(children, dict):
+            if children is not item:  # an object's attribute names are not part of its state's size
+                items.extend(children.values())
+                depths.extend(itertools.repeat(depth + 1, len(children)))
+                continue
+            items.extend(children.keys())
+            depths.extend(itertools.repeat(depth + 1, len(children)))
+            children = children.values()
+        items.extend(children)
+        depths.extend(itertools.repeat(depth + 1, len(items) - len(depths)))
     return None
+
+
+_LEAVE = object()
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
