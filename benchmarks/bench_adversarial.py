@@ -8,7 +8,13 @@ parsers are linear even without the bound; a short plain reply from the same sta
 (for tau2 a plain reply ends the episode, so both include tau2's own evaluation, ~1-2 s here).
 Target: under 1 s each, beyond that baseline.
 
-Run: ``python benchmarks/bench_adversarial.py``.
+The bounded-state cases (issue 29; ``--bounds`` runs only them) each run in a fresh process with
+its wall time and peak RSS: folders copied into each other (exponential state), a grep over an
+amplified file (observation size), huge literals in official prompting scoring, and a flood of
+calls. Before the bounds three of them were still running at 60 s and the grep returned a
+62.9-million-character observation; the README's Benchmarks section has one run's numbers.
+
+Run: ``python benchmarks/bench_adversarial.py [--bounds]``.
 """
 
 from __future__ import annotations
@@ -103,15 +109,19 @@ def _call(name: str, **arguments) -> str:
 
 
 def case_exponential_copy() -> dict:
-    """60 cp calls: a folder and its copy copied into each other, one pair per step (state_key each step)."""
+    """A folder and its copy copied into each other, one pair of cp calls per step (state_key each step)."""
     env = _bfcl(0, scoring="lenient")
     fs = env.unwrapped._episode.model.instances["GorillaFileSystem"]
     folder = next(n for n, item in fs._current_dir.contents.items() if type(item).__name__ == "Directory")
-    invalid = 0
+    invalid = steps = 0
     for i in range(30):
-        info = env.step(_call("cp", source=folder, destination=f"c{i}") + _call("cp", source=f"c{i}", destination=folder))[4]
-        invalid += not info["action_valid"]
-    return {"steps": 30, "invalid_steps": invalid}
+        _, _, terminated, truncated, info = env.step(
+            _call("cp", source=folder, destination=f"c{i}") + _call("cp", source=f"c{i}", destination=folder)
+        )
+        steps, invalid = steps + 1, invalid + (not info["action_valid"])
+        if terminated or truncated:  # BFCL's 20 steps per turn
+            break
+    return {"steps": steps, "invalid_steps": invalid}
 
 
 def case_amplification() -> dict:

@@ -240,3 +240,14 @@ def test_a_step_whose_calls_run_too_long_is_stopped_and_undone(monkeypatch):
         for _ in range(256):
             backends.execute(ToolCall("grep", {"file_name": "big.txt", "pattern": ""}))
     assert time.monotonic() - start < 5 and backends.state_digest() == before  # new.txt undone too
+
+
+def test_a_single_turn_literal_past_the_bound_names_it():
+    pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl import BFCLEnv
+
+    env = BFCLEnv("simple_python", model_style="prompting")
+    env.reset(options={"task_index": 0})
+    obs, reward, terminated, _, info = env.step(f"[{env.tools[0].name}(x=[[[1]*100]*100]*100)]")
+    assert "bound on literal sizes" in obs and not info["action_valid"] and terminated and reward == 0
+    assert info["evaluation"]["error_type"] == "ast_decoder:decoder_failed"  # the harness's verdict

@@ -29,6 +29,7 @@ from .harness import (
     HarnessDecoder,
     TooLarge,
     call_of_source,
+    literal_bound_problem,
     single_turn_calls,
     single_turn_verdict,
     strip_reasoning,
@@ -297,7 +298,12 @@ class BFCLEnv(ToolEnv):
         if self._episode is None:
             calls = single_turn_calls(task, text, self.model_style)
             verdict = single_turn_verdict(task, text, self.model_style)
-            return self._single_outcome(verdict, ParsedResponse(text, tuple(calls), self.model_style))
+            outcome = self._single_outcome(verdict, ParsedResponse(text, tuple(calls), self.model_style))
+            bound = literal_bound_problem(task, text, self.model_style)
+            if bound:  # the harness's verdict stands (a decode failure); the step names our bound
+                outcome.action_valid, outcome.error = False, f"Bound exceeded: {bound}."
+                outcome.observation = f"{outcome.error}\n\n{outcome.observation}"
+            return outcome
         # The harness's inference loop: a step it cannot decode, or that decodes to no call, ends the turn.
         try:
             sources = HarnessDecoder(self.model_style).decode_execute(strip_reasoning(text), False)

@@ -142,6 +142,19 @@ def single_turn_calls(task: BFCLTask, text: str, style: str) -> list[ToolCall]:
         return []
 
 
+def literal_bound_problem(task: BFCLTask, text: str, style: str) -> str | None:
+    """The size bound (:class:`TooLarge`) that official ``prompting`` decoding of ``text`` hits, or None."""
+    if style != "prompting" or _formats(task.category)[1] != _utils().ReturnFormat.PYTHON:
+        return None
+    try:
+        _refuse_unsafe_arithmetic(strip_reasoning(text))
+    except TooLarge as exc:
+        return str(exc)
+    except _Unsafe:
+        return None
+    return None
+
+
 # ------------------------------------------------------------------ multi-turn execution
 def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mapping[str, str]) -> str:
     """Run one call string from ``decode_execute`` (or a ground-truth call) as bfcl-eval's
