@@ -251,3 +251,45 @@ def test_a_single_turn_literal_past_the_bound_names_it():
     obs, reward, terminated, _, info = env.step(f"[{env.tools[0].name}(x=[[[1]*100]*100]*100)]")
     assert "bound on literal sizes" in obs and not info["action_valid"] and terminated and reward == 0
     assert info["evaluation"]["error_type"] == "ast_decoder:decoder_failed"  # the harness's verdict
+
+
+def test_tau2_a_response_past_the_call_bound_runs_nothing_and_is_one_error():
+    env = _tau2_env()
+    call = '<tool_call>{"name": "get_user_details", "arguments": {"user_id": "sara_doe_496"}}</tool_call>'
+    trajectory = len(env.trajectory)
+    obs, _, terminated, _, info = env.step(call * 65)
+    assert "the bound is 64 per step" in obs and not info["action_valid"] and not terminated
+    assert len(env.trajectory) == trajectory and env.unwrapped._episode.errors == 1
+
+
+def test_tau2_a_step_whose_user_fails_is_undone_and_can_be_retried():
+    # The user's endpoint fails mid-step: the step raises and leaves the episode as it was.
+    pytest.importorskip("tau2")
+    from ttg_envs.envs.tau2 import GoldPolicy, Tau2Env
+    from ttg_envs.envs.tau2.gold import gold_plan
+    from ttg_envs.envs.tau2.users import ScriptedUser
+
+    class Flaky(ScriptedUser):
+        texts = 0  # agent text messages seen; the second one (the first after reset's greeting) fails once
+
+        def respond(self, incoming):
+            if len(incoming) == 1 and getattr(incoming[0], "role", "") == "assistant" and not incoming[0].tool_calls:
+                Flaky.texts += 1
+                if Flaky.texts == 2:
+                    raise ConnectionError("the user's endpoint is down")
+            return super().respond(incoming)
+
+    env = Tau2Env("retail", user=lambda task, environment: Flaky(gold_plan(task)[1]))
+    env.reset(options={"task_index": 0})
+    policy, failed = GoldPolicy(), False
+    terminated = truncated = False
+    while not (terminated or truncated):
+        action = policy(env)
+        before = (len(env.trajectory), env.unwrapped._state_key(), len(env.unwrapped.messages))
+        try:
+            _, _, terminated, truncated, info = env.step(action)
+        except ConnectionError:
+            failed = True
+            assert (len(env.trajectory), env.unwrapped._state_key(), len(env.unwrapped.messages)) == before
+            _, _, terminated, truncated, info = env.step(action)  # the retry starts from the same state
+    assert failed and info["success"]

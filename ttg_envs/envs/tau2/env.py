@@ -112,6 +112,8 @@ class Tau2Env(ToolEnv):
         self._task: Any = None
         self._episode: _Episode | None = None
         self._prefix: list[dict[str, Any]] = []
+        self._in_step = False
+        self._environment_before: Any = None
 
     # ------------------------------------------------------------ TextEnv hooks
     def _task_info(self, index: int) -> dict[str, Any]:
@@ -163,6 +165,23 @@ class Tau2Env(ToolEnv):
         return observation, {"tools": self.tools_info()}
 
     def _apply(self, response: ParsedResponse) -> StepOutcome:
+        """One agent response; if anything raises (the user's endpoint is down), the episode is put
+        back as it was before the response, so a retry of the step starts from the same state."""
+        episode = self._episode
+        saved = (len(episode.trajectory), episode.digest, episode.errors, episode.user_calls, episode.ended)
+        self._in_step, self._environment_before = True, None  # the first user-side tool call copies it (telecom)
+        try:
+            return self._apply_response(response)
+        except BaseException:
+            del episode.trajectory[saved[0] :]
+            episode.digest, episode.errors, episode.user_calls, episode.ended = saved[1:]
+            if self._environment_before is not None:
+                episode.environment = self._environment_before
+            raise
+        finally:
+            self._in_step, self._environment_before = False, None
+
+    def _apply_response(self, response: ParsedResponse) -> StepOutcome:
         if response.calls:
             return self._tool_step(response)
         if not response.message.strip():
@@ -248,9 +267,9 @@ class Tau2Env(ToolEnv):
             self._record(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[c for c, _ in executed]))
             for _, result in executed:
                 self._record(result)
-        # A response past the call bound is one error, not one per call it did not run.
-        refused = 1 if turn.bound is not None and not executed else sum(e is not None for e in turn.errors)
-        episode.errors += refused + sum(r.error for _, r in executed)
+        # Calls not run because of a bound are not errors of their own; the bound is (at least) one.
+        refused = sum(e is not None and not e.startswith("Not run:") for e in turn.errors)
+        episode.errors += max(refused, turn.bound is not None) + sum(r.error for _, r in executed)
         outcome = StepOutcome(
             observation=turn.observation,
             action_valid=turn.valid,
@@ -294,6 +313,8 @@ class Tau2Env(ToolEnv):
             for call in message.tool_calls:
                 call.id, call.requestor = f"user_call_{episode.user_calls}", "user"
                 episode.user_calls += 1
+            if self._in_step and self._environment_before is None:  # what a failure of this step restores
+                self._environment_before = copy.deepcopy(episode.environment)
             results = [self._tool_response(episode.environment, call) for call in message.tool_calls]
             self._record(message)
             for result in results:
