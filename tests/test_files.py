@@ -119,17 +119,56 @@ class _Forged:
         return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
 
 
+@pytest.fixture
+def alfworld_game(tmp_path, monkeypatch):
+    """A valid_seen game with its translation built into an empty cache (entry on disk)."""
+    pytest.importorskip("textworld")
+    from ttg_envs.envs.alfworld import load_tasks, translation
+
+    monkeypatch.setenv("TTG_ENVS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(translation, "_MEMORY", {})
+    game = dict(load_tasks("valid_seen")[0].game())
+    built = translation.translation_for(game)
+    monkeypatch.setattr(translation, "_MEMORY", {})
+    return game, built
+
+
 @pytest.mark.parametrize("where", ["task", "logic"])
-def test_a_forged_translation_entry_runs_no_code_and_is_rebuilt(tmp_path, monkeypatch, where):
+def test_a_forged_translation_entry_runs_no_code_and_is_rebuilt(tmp_path, alfworld_game, where):
     # Before: the entry was unpickled with pickle.loads, which ran the forged exec call.
     from ttg_envs.envs.alfworld import translation
 
-    monkeypatch.setenv("TTG_ENVS_CACHE", str(tmp_path / "cache"))
+    game, built = alfworld_game
     marker = tmp_path / "marker"
-    key = "ab" + "0" * 62
-    logic = pickle.dumps(_Forged(marker) if where == "logic" else [1])
-    task = _Forged(marker) if where == "task" else [1]
-    translation._write(translation.Translation(key, logic, task, "sas"))  # a valid header and checksum
+    logic = pickle.dumps(_Forged(marker)) if where == "logic" else built.logic
+    task = _Forged(marker) if where == "task" else built.task
+    translation._write(translation.Translation(built.key, logic, task, built.sas))  # a valid header and checksum
     with pytest.warns(UserWarning, match="rebuilding corrupt ALFWorld translation cache entry"):
-        assert translation._read(key) is None
-    assert not marker.exists() and not translation._path(key).exists()
+        again = translation.translation_for(game)
+    assert again.origin == "built" and not marker.exists()
+    assert translation._read(built.key).logic == built.logic  # the rebuilt entry is on disk
+
+
+def test_a_translation_entry_whose_grammar_code_is_not_the_games_is_rebuilt(alfworld_game, monkeypatch):
+    # textworld evals its grammar's EvalSymbol expressions when it writes text: an entry may hold
+    # only the game's own.
+    from ttg_envs.envs.alfworld import translation
+
+    game, built = alfworld_game
+    logic = built.new_logic()
+    stack, forged = [logic], 0
+    while stack:  # point every EvalSymbol at other code
+        item = stack.pop()
+        if type(item).__name__ == "EvalSymbol":
+            item.expression, forged = "__import__('os').getpid()", forged + 1
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif hasattr(item, "__dict__") and not isinstance(item, type):
+            stack.extend(vars(item).values())
+    assert forged
+    translation._write(translation.Translation(built.key, pickle.dumps(logic), built.task, built.sas))
+    with pytest.warns(UserWarning, match="code not in the game's grammar"):
+        again = translation.translation_for(game)
+    assert again.origin == "built"
