@@ -293,3 +293,20 @@ def test_tau2_a_step_whose_user_fails_is_undone_and_can_be_retried():
             assert (len(env.trajectory), env.unwrapped._state_key(), len(env.unwrapped.messages)) == before
             _, _, terminated, truncated, info = env.step(action)  # the retry starts from the same state
     assert failed and info["success"]
+
+
+def test_tau2_a_user_tool_call_past_the_bounds_is_not_run_and_stops_the_user():
+    pytest.importorskip("tau2")
+    from ttg_envs.envs.tau2 import Tau2Env
+    from ttg_envs.envs.tau2.data import tau2
+
+    message = tau2("tau2.data_model.message")
+
+    class DeepUser:
+        def respond(self, incoming):
+            call = message.ToolCall(id="", name="check_status_bar", arguments={"x": nested(300)}, requestor="user")
+            return message.UserMessage(role="user", tool_calls=[call])
+
+    env = Tau2Env("telecom", user=lambda task, environment: DeepUser())
+    obs, info = env.reset(options={"task_index": 0})
+    assert obs == "###STOP###" and env.unwrapped._episode.ended  # before: tau2's serializer raised

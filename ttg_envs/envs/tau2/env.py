@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from ...core import StepOutcome
 from ...tools import ParsedResponse, Tool, ToolEnv
-from ...tools.bounds import BoundExceeded
+from ...tools.bounds import BoundExceeded, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
@@ -308,8 +308,8 @@ class Tau2Env(ToolEnv):
         episode = self._episode
         message = episode.user.respond(incoming)
         for _ in range(self.max_user_tool_rounds):
-            if not message.is_tool_call():
-                break
+            if not message.is_tool_call() or any(value_problem(call.arguments) for call in message.tool_calls):
+                break  # a user tool call past the argument bounds is not run: the user is stopped below
             for call in message.tool_calls:
                 call.id, call.requestor = f"user_call_{episode.user_calls}", "user"
                 episode.user_calls += 1
