@@ -310,3 +310,25 @@ def test_tau2_a_user_tool_call_past_the_bounds_is_not_run_and_stops_the_user():
     env = Tau2Env("telecom", user=lambda task, environment: DeepUser())
     obs, info = env.reset(options={"task_index": 0})
     assert obs == "###STOP###" and env.unwrapped._episode.ended  # before: tau2's serializer raised
+
+
+def test_state_copies_never_recurse_and_keep_sharing_and_cycles():
+    import copy
+    import datetime
+    import random
+
+    from ttg_envs.tools.statecopy import copy_state
+
+    shared = [1]
+    state = {"a": shared, "b": shared, "t": (shared, "s"), "r": random.Random(3), "when": datetime.date(2026, 1, 1)}
+    state["self"] = state
+    copied = copy_state(state)
+    assert copied["a"] is copied["b"] is copied["t"][0] and copied["a"] is not shared and copied["self"] is copied
+    assert copied["r"].random() == random.Random(3).random() and copied["when"] == state["when"]
+    deep = nested(20_000)  # copy.deepcopy raises RecursionError here
+    with pytest.raises(RecursionError):
+        copy.deepcopy(deep)
+    copied = copy_state(deep)
+    for _ in range(20_000):
+        copied = copied[0]
+    assert copied == 1

@@ -235,6 +235,7 @@ def test_bfcl_state_nested_600_deep_still_hashes():
         backends.execute(ToolCall("post_tweet", {"content": "x", "tags": nested}))
     backends.instances["TwitterAPI"].tweets[0] = {"tags": nested}  # state built otherwise still hashes
     assert len(backends.state_digest()) == 64  # raised RecursionError before
+    assert backends.copy().state_digest() == backends.state_digest()  # and copies (copy.deepcopy raised)
 
 
 def test_tau2_calculate_bomb_is_an_error_and_the_episode_goes_on(monkeypatch):

@@ -24,6 +24,7 @@ from ...core import cap_text
 from ...tools import ToolCall
 from ...tools.bounds import MAX_RESULT_CHARS, STATE_BOUNDS, BoundExceeded, StateBounds, state_problem, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
+from ...tools.statecopy import copy_state
 from .data import bfcl_module
 
 
@@ -121,13 +122,13 @@ class Backends:
         for name, attributes in (saved or {}).items():
             live = vars(self.instances[name])
             live.clear()
-            live.update(copy.deepcopy(attributes))
+            live.update(copy_state(attributes))
 
     def _stateful(self, classes: Sequence[str], run: Callable[[], str]) -> str:
         saved = self._saved if self._saved is not None else {}
         for name in classes:
             if name not in saved:
-                saved[name] = copy.deepcopy(vars(self.instances[name]))
+                saved[name] = copy_state(vars(self.instances[name]))
         with preserved_numeric_state():
             result = run()
         for name in classes:
@@ -153,8 +154,8 @@ class Backends:
         return str(result)
 
     def copy(self) -> Backends:
-        """An independent deep copy (instances and method table)."""
-        return copy.deepcopy(self)
+        """An independent deep copy (instances and method table), made without recursion."""
+        return copy_state(self)
 
     def state_digest(self) -> str:
         """A hash of every instance's attributes, wall-clock timestamps left out (they differ between

@@ -21,6 +21,7 @@ from ...tools import (
     tool_index,
 )
 from ...tools.bounds import MAX_CALLS_PER_STEP, BoundExceeded
+from ...tools.statecopy import copy_state
 from .backends import Backends
 from .checker import check_single_turn, check_turn
 from .data import BFCLTask, bfcl_module, load_tasks, to_tool, tool_name
@@ -249,7 +250,7 @@ class BFCLEnv(ToolEnv):
 
     def _snapshot(self) -> tuple[_Episode | None]:
         # A 1-tuple, never None: single-turn entries (no episode state) branch by snapshot too.
-        return (copy.deepcopy(self._episode),)
+        return (copy_state(self._episode),)
 
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
         self._episode = snapshot[0]
