@@ -172,3 +172,11 @@ def test_a_translation_entry_whose_grammar_code_is_not_the_games_is_rebuilt(alfw
     with pytest.warns(UserWarning, match="code not in the game's grammar"):
         again = translation.translation_for(game)
     assert again.origin == "built"
+
+
+def test_a_failed_load_names_the_folder_given_not_its_pinned_path(tmp_path):
+    folder = tmp_path / "meter"
+    folder.mkdir()
+    with pytest.raises(FileNotFoundError) as caught:
+        load_folder(folder, lambda pinned: (pinned / "meter.json").read_text())
+    assert str(folder) in str(caught.value) and "/proc/self/fd" not in str(caught.value)

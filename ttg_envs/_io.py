@@ -134,9 +134,10 @@ def load_folder(path: str | os.PathLike, load: Callable[[Path], T], attempts: in
         return load(Path(path))
     for attempt in range(attempts):
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        pinned = f"/proc/self/fd/{fd}"
         try:
             try:
-                return load(Path(f"/proc/self/fd/{fd}"))
+                return load(Path(pinned))
             except OSError:
                 try:
                     replaced = os.stat(path).st_ino != os.fstat(fd).st_ino
@@ -144,6 +145,23 @@ def load_folder(path: str | os.PathLike, load: Callable[[Path], T], attempts: in
                     replaced = True
                 if not replaced or attempt == attempts - 1:
                     raise
+        except Exception as exc:
+            named = _named(exc, pinned, os.fspath(path))
+            if named is exc:
+                raise
+            raise named from exc
         finally:
             os.close(fd)
     raise AssertionError("unreachable")
+
+
+def _named(exc: Exception, pinned: str, path: str) -> Exception:
+    """``exc`` with the pinned folder's ``/proc/self/fd/N`` replaced by the path the caller gave."""
+    if pinned not in str(exc):
+        return exc
+    try:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            return type(exc)(exc.errno, str(exc.strerror).replace(pinned, path), str(exc.filename or "").replace(pinned, path) or None)
+        return type(exc)(str(exc).replace(pinned, path))
+    except Exception:  # noqa: BLE001 - an exception type that needs other arguments: keep it as it is
+        return exc
