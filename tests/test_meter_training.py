@@ -270,10 +270,63 @@ def test_encoder_training_lowers_the_loss():
     tokenizer = train_wordpiece_tokenizer([s for t in trajs for s in history_segments(t.messages)], vocab_size=200)
     config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, task_pattern=r"task is to: (.*)\.")
     meter = EncoderMeter(build_model(tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=27), 16), tokenizer, config)
-    losses = train_encoder_meter(meter, trajs, RegressionConfig(epochs=30, batch_size=4, lr=3e-3, backbone_lr=1e-3), progress=False)
+    losses = train_encoder_meter(meter, trajs, RegressionConfig(epochs=60, batch_size=4, lr=3e-3, backbone_lr=1e-3), progress=False)
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])
     out = meter.estimate([trajs[1].prefix(0), trajs[1].prefix(3), trajs[4].prefix(1)])
     assert all(e.valid for e in out) and out[0].can_complete and not out[2].can_complete
+
+
+def test_tokenizer_and_encoder_meter_training_are_deterministic(one_torch_thread):
+    """Two trainings on the same data give the same tokenizer ids and bit-identical estimates
+    (the tokenizers WordPiece trainer used to number equally frequent tokens differently per run)."""
+    from ttg_envs.meters.encoder import EncoderConfig, EncoderMeter, build_model, history_segments
+    from ttg_envs.training.meter.regression import RegressionConfig, train_encoder_meter
+    from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
+
+    trajs = [
+        parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 3), i % 2 == 1), f"f:{i}")
+        for i in range(8)
+    ]
+    texts = [s for t in trajs for s in history_segments(t.messages)]
+
+    def train_once():
+        tokenizer = train_wordpiece_tokenizer(texts, vocab_size=200)
+        config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, turn_limit=10)
+        model = build_model(tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=27), 16, budget_aware=True)
+        meter = EncoderMeter(model, tokenizer, config)
+        train_encoder_meter(meter, trajs, RegressionConfig(epochs=3, batch_size=4, lr=3e-3, backbone_lr=1e-3), progress=False)
+        return tokenizer.get_vocab(), [(e.completion_logit, e.remaining_tokens) for e in meter.estimate([t.prefix(1) for t in trajs])]
+
+    vocab_a, out_a = train_once()
+    vocab_b, out_b = train_once()
+    assert vocab_a == vocab_b and out_a == out_b
+
+
+def test_full_history_loss_equals_the_per_prefix_loss(one_torch_thread):
+    """Training without a window reads every prefix from one GRU pass per trajectory; the loss
+    equals the one computed prefix by prefix (a window longer than every trajectory)."""
+    import dataclasses
+
+    import torch
+
+    from ttg_envs.meters.encoder import EncoderConfig, EncoderMeter, build_model, history_segments
+    from ttg_envs.training.meter import regression
+    from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
+
+    trajs = [
+        parse_trajectory(record(f"put a mug in fridge {i}" if i % 2 else f"heat an egg {i}", [20] * (3 + i % 5), i % 2 == 1), f"f:{i}")
+        for i in range(6)
+    ]
+    tokenizer = train_wordpiece_tokenizer([s for t in trajs for s in history_segments(t.messages)], vocab_size=200)
+    config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, turn_limit=10)
+    model = build_model(tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=27), 16, budget_aware=True)
+    meter = EncoderMeter(model, tokenizer, config)
+    batch = [(meter.segments(t.messages), *regression.trajectory_targets(t)) for t in trajs]
+    rc = regression.RegressionConfig()
+    full = regression._loss(meter, batch, False, rc, torch, "cpu")
+    meter.config = dataclasses.replace(config, window=100)
+    per_prefix = regression._loss(meter, batch, False, rc, torch, "cpu")
+    assert full.item() == per_prefix.item()
 
 
 # ------------------------------------------------------------------------------ the commands

@@ -95,7 +95,7 @@ def test_load_meter_and_ttg_eval_say_not_found(tmp_path, monkeypatch, capsys):
             load_meter(spec)
     assert main(["eval", "--meter", "no/such/dir", "--limit", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("ttg: error: meter not found: 'no/such/dir'")
+    assert len(err) == 1 and err[0].startswith("ttg: error: argument --meter: meter not found: 'no/such/dir'")
 
 
 def test_cli_errors_are_one_line_with_exit_code_2(capsys):
@@ -104,8 +104,8 @@ def test_cli_errors_are_one_line_with_exit_code_2(capsys):
     assert main(["rollout", "--env", "ttg/Nope-v0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "ttg: error: unknown env id 'ttg/Nope-v0'; scripted policies exist for: "
-        "ttg/ALFWorld-v0, ttg/AWM-v0, ttg/BFCL-v0, ttg/PaperSearchQA-v0, ttg/Tau2-v0"
+        "ttg: error: argument --env: unknown env id 'ttg/Nope-v0' (choices: "
+        "ttg/ALFWorld-v0, ttg/AWM-v0, ttg/BFCL-v0, ttg/PaperSearchQA-v0, ttg/Tau2-v0)"
     ]
     with pytest.raises(ValueError):
         main(["rollout", "--env", "ttg/Nope-v0", "--debug"])
@@ -174,3 +174,16 @@ def test_a_single_seed_has_no_spread():
     }
     assert "| 50.0 ± n/a | 3.00 ± n/a |" in markdown_table([row])
     assert "| 50.0 ± 0.0 | 3.00 ± 0.00 |" in markdown_table([{**row, "seeds": [0, 1]}])
+
+
+def test_a_model_load_prints_no_progress_bar_into_a_log(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(["hello world, a tiny corpus"] * 5, vocab_size=300)
+    model = tiny_causal_lm(tokenizer, hidden=16, layers=1, heads=2)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    capsys.readouterr()
+    model_spec.load_causal_lm(f"hf:{tmp_path}")  # the actor spec's prefix is taken too
+    assert "Loading weights" not in capsys.readouterr().err  # stderr is no terminal here

@@ -369,3 +369,13 @@ def test_prompt_window_keeps_rollout_prompts_to_the_last_turn(tmp_path, tokenize
     # (the tiny env's observation is always "again").
     for e in episodes:
         assert len({len(p) for p in e.prompts[1:]}) <= 1
+
+
+def test_a_step_with_no_reward_variance_warns_that_nothing_can_be_learned(tmp_path, tokenizer, monkeypatch, caplog):
+    from ttg_envs.training.actor.advantages import no_signal_warning
+
+    _fake_rollouts(monkeypatch, tokenizer, [[0, 0, 0, 0]])
+    metrics = Trainer(_config(tmp_path, estimator="grpo", group_size=2), _model(tokenizer), tokenizer).step()
+    assert metrics["varied_groups"] == 0 and "nothing to learn from" in caplog.text
+    assert no_signal_warning([1, 0, 0, 0], [0, 0, 1, 1]) is None  # one group varies: silent
+    assert "all 0" in no_signal_warning([1, 1], [0, 0], [0.3, 0.1]) and "nothing" not in no_signal_warning([1, 1], [0, 0], [0.3])

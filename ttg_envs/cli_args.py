@@ -114,9 +114,12 @@ def add_env(p: argparse.ArgumentParser, *, kwargs_help: str = "JSON dict of extr
     p.add_argument("--env-kwargs", default="{}", help=kwargs_help)
 
 
-def add_splits(p: argparse.ArgumentParser, default: Sequence[str], help: str = "splits to run on") -> None:
-    """``--splits A [B ...]`` (``--split`` too)."""
-    p.add_argument("--splits", nargs="+", default=list(default), help=f"{help} (default: %(default)s)")
+def add_splits(p: argparse.ArgumentParser, default: Sequence[str] | None, help: str = "splits to run on") -> None:
+    """``--splits A [B ...]`` (``--split`` too); a None default means the env's evaluation splits."""
+    if default is None:
+        p.add_argument("--splits", nargs="+", default=None, help=f"{help} (default: the env's evaluation splits)")
+    else:
+        p.add_argument("--splits", nargs="+", default=list(default), help=f"{help} (default: %(default)s)")
     _hidden(p, "--split", dest="splits", nargs="+")
 
 

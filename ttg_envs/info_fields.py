@@ -9,10 +9,18 @@ from __future__ import annotations
 INFO_FIELDS: dict[str, tuple[str, str]] = {
     "task": ("every env, at reset", "dict with the task `id`, `type` and `split` (plus env extras such as `source`)."),
     "success": ("every env", "True only when the env's own checker verified the task as won."),
-    "action_valid": ("every env", "True when the text parsed into an action the env accepts (well formed and admissible)."),
+    "action_valid": (
+        "every env",
+        (
+            "True when the text parsed into an action the env accepts (well formed and admissible). One rule in every env and scoring mode: an empty reply (nothing after the reasoning), a malformed call and a call to no tool of the task are invalid steps, whatever the scoring does with them next (BFCL official scoring keeps the harness verdict: there such a step still ends the turn or is scored as no call)."
+        ),
+    ),
     "state_key": ("every env", "Hash of the canonical engine state: equal keys mean equal states (branch checks, GiGPO grouping)."),
     "elapsed_steps": ("every env", "Number of assistant actions taken so far in the episode."),
-    "error": ("every env, on an invalid action", "What was wrong with the action, in words (also shown in the observation)."),
+    "error": (
+        "every env, on an invalid action",
+        "What was wrong with the action, in words (also shown in the observation; under BFCL official scoring the observation stays what the harness shows).",
+    ),
     "admissible_commands": ("ttg/ALFWorld-v0", "The commands the engine accepts in the new state, sorted."),
     "retrieved_ids": ("ttg/PaperSearchQA-v0, on a search step", "Corpus ids of the passages the search returned, best first."),
     "verifier_result": (
@@ -59,6 +67,10 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
     "plan_length": (
         "PlanLength (meter-evaluation recordings of ALFWorld)",
         "Length of the expert's plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; 0 once won; None when the planner ran out of its time limit); its change labels step quality.",
+    ),
+    "expert_ttg": (
+        "PlanLength with the expert's response format (meter recordings of ALFWorld)",
+        "Token-to-Go of the expert's roll-out from the new state: the tokens of the expert's responses along its plan (what TokenCounter records if the expert plays on); 0 once won; None when the plan does not fit in the turns left or the planner timed out. The meter's training target.",
     ),
     "planner_timeout": (
         "ttg/ALFWorld-v0, only when it happened",

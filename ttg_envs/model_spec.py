@@ -20,11 +20,13 @@ content hash and the transformers version, and later loads read that (about a se
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -79,6 +81,9 @@ class ModelSource:
 def parse_model_spec(spec: str | os.PathLike, **options: Any) -> tuple[str, dict[str, Any]]:
     """Split ``spec`` into its location and its options; keyword ``options`` override the query string."""
     text = os.fspath(spec)
+    for scheme in ("hf:", "transformers:"):  # the actor/meter spec's scheme, as load_actor takes it
+        if text.startswith(scheme) and not Path(text).exists():
+            text = text[len(scheme) :]
     location, sep, query = text.partition("?")
     found: dict[str, Any] = {}
     if sep:
@@ -160,6 +165,32 @@ def _hub_source(repo_id: str, revision: str | None, gguf_file: str | None, dtype
     return source
 
 
+@contextlib.contextmanager
+def hub_progress_bars(enabled: bool | None = None):
+    """transformers' and the hub's progress bars ("Loading weights", downloads) on or off inside the block.
+
+    ``None`` (default): on only when stderr is a terminal, so logs and pipes get no bar lines.
+    """
+    on = sys.stderr.isatty() if enabled is None else enabled
+    logging = require("transformers", "hf").utils.logging
+    before = logging.is_progress_bar_enabled()
+    (logging.enable_progress_bar if on else logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        (logging.enable_progress_bar if before else logging.disable_progress_bar)()
+
+
+def set_threads(threads: int | None) -> None:
+    """Run torch's CPU ops on ``threads`` threads (None or 0: leave torch's default, one per core).
+
+    On a shared machine one thread can be several times faster than the default, which
+    oversubscribes the cores other jobs use too.
+    """
+    if threads:
+        require("torch", "hf").set_num_threads(int(threads))
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -201,7 +232,8 @@ def load_causal_lm(spec: str | os.PathLike | ModelSource, *, cache: bool = True,
     kwargs = source.load_kwargs()
     kwargs["dtype"] = source.dtype or "auto"
     tokenizer = load_tokenizer(source)
-    model = transformers.AutoModelForCausalLM.from_pretrained(source.path, **kwargs)
+    with hub_progress_bars():
+        model = transformers.AutoModelForCausalLM.from_pretrained(source.path, **kwargs)
     return model, tokenizer
 
 

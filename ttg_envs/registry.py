@@ -63,6 +63,12 @@ class EnvSpec:
         task_pattern: a regex whose group 1 is the task statement in the first observation
             (the encoder meter pairs it with every turn); None when the env has none.
         meter: the folder under ``meters/shipped`` of the meter ``load_meter(id)`` loads; None: none ships.
+        eval_splits: the splits ``ttg eval``, ``ttg rollout`` and ``ttg demo`` run on by default.
+        train_split: the split meters and actors train on by default; None: the env has none
+            (``ttg demo`` then guides with the shipped meter instead of training one).
+        policy_names: the names its scripted policies take (``name[:eps]``; the factory checks them too).
+        planner: whether its env plans (``expert_plan()``: ALFWorld), so ``planner-<k>``, plan-length
+            labels and expert roll-out targets apply.
     """
 
     id: str
@@ -72,6 +78,23 @@ class EnvSpec:
     settings: EnvSettings
     task_pattern: str | None = None
     meter: str | None = None
+    eval_splits: tuple[str, ...] = ()
+    train_split: str | None = "train"
+    policy_names: tuple[str, ...] = ("expert", "noisy_expert")
+    planner: bool = False
+
+    @property
+    def meter_spec(self) -> str | None:
+        """The ``load_meter`` spec of the shipped meter (the env id), or None when none ships."""
+        return self.id if self.meter else None
+
+    @property
+    def default_actor(self) -> str:
+        """The scripted actor evaluations use by default: the noisy expert at eps 0.75 where the env has
+        one (a stand-in for a sampled LLM), else its first scripted policy."""
+        if "noisy_expert" in self.policy_names:
+            return "scripted:noisy_expert:0.75"
+        return f"scripted:{self.policy_names[0]}"
 
     @property
     def failure_cost(self) -> float:
@@ -107,6 +130,8 @@ _SPECS = (
         _ALFWORLD,
         task_pattern=r"Your task is to: ([^\n]*)",
         meter="alfworld",
+        eval_splits=("valid_seen", "valid_unseen"),
+        planner=True,
     ),
     EnvSpec(
         "ttg/PaperSearchQA-v0",
@@ -115,8 +140,18 @@ _SPECS = (
         ("train", "test"),
         _PAPERSEARCHQA,
         meter="papersearchqa",
+        eval_splits=("test",),
     ),
-    EnvSpec("ttg/AWM-v0", "ttg_envs.envs.awm.env:AWMEnv", "ttg_envs.envs.awm.policies:make_policy", ("train",), _AWM, meter="awm"),
+    # AWM ships one split: evaluation runs on it too (the shipped meter holds out 8 of its 42 tasks).
+    EnvSpec(
+        "ttg/AWM-v0",
+        "ttg_envs.envs.awm.env:AWMEnv",
+        "ttg_envs.envs.awm.policies:make_policy",
+        ("train",),
+        _AWM,
+        meter="awm",
+        eval_splits=("train",),
+    ),
     # BFCL's split is a category group (or one category); tau2's a shipped task split of a domain.
     EnvSpec(
         "ttg/BFCL-v0",
@@ -125,6 +160,9 @@ _SPECS = (
         ("all", "non_live", "live", "multi_turn", "hallucination"),
         _AWM,
         meter="awm",
+        eval_splits=("all",),
+        train_split=None,
+        policy_names=("gold", "gold_drop_last"),
     ),
     EnvSpec(
         "ttg/Tau2-v0",
@@ -133,6 +171,8 @@ _SPECS = (
         ("base", "train", "test"),
         _AWM,
         meter="awm",
+        eval_splits=("test",),
+        policy_names=("gold", "gold_drop_last"),
     ),
 )
 

@@ -144,8 +144,10 @@ class EpisodeTask:
         kwargs: the policy factory's kwargs, or with ``condition`` the actor's constructor kwargs.
         label: the name results and reports use (default: the condition, else ``policy``).
         meter: a ``load_meter`` spec (or, in one process, a meter) for guided conditions.
+        meter_kwargs: ``load_meter`` keyword arguments for a spec (``device``, ``threads``...).
         record, record_label: a trajectory file to append the episode to, and its ``policy`` metadata.
-        plan_lengths: record the planner's plan length at every state (envs with ``expert_plan()``).
+        plan_lengths: record the planner's plan length at every state, and the expert roll-out's
+            TTG (``expert_ttg``) where the expert policy says how it responds (envs with ``expert_plan()``).
     """
 
     env_id: str
@@ -157,6 +159,7 @@ class EpisodeTask:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     label: str | None = None
     meter: Any = None
+    meter_kwargs: Mapping[str, Any] = field(default_factory=dict)
     record: str | None = None
     record_label: str | None = None
     plan_lengths: bool = False
@@ -187,15 +190,17 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
     first = tasks[0]
     base: gym.Env = make_env(first.env_id, **first.env_kwargs)
     if first.plan_lengths and hasattr(base.unwrapped, "expert_plan"):
-        base = PlanLength(base)  # exact step-quality labels, recorded with the trajectory
+        # Exact step-quality labels and the expert roll-out's TTG, recorded with the trajectory.
+        expert = make_policy(first.env_id, "expert")
+        base = PlanLength(base, respond=getattr(expert, "respond", None))
     stacks: dict[tuple, gym.Env] = {}
     results = []
     try:
         for task in tasks:
             guided = task.condition is not None and needs_meter(task.condition)
-            key = (guided and _meter_key(task.meter), task.record, task.record_label)
+            key = (guided and _meter_key(task.meter), _key(task.meter_kwargs), task.record, task.record_label)
             if key not in stacks:
-                env = ProgressMeterWrapper(base, cached_meter(task.meter)) if guided else base
+                env = ProgressMeterWrapper(base, cached_meter(task.meter, **task.meter_kwargs)) if guided else base
                 if task.record:
                     env = TrajectoryRecorder(env, task.record, metadata={"policy": task.record_label or task.name})
                 stacks[key] = env

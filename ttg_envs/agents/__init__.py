@@ -2,7 +2,8 @@
 
 ``load_actor(spec)`` builds an actor (``scripted:``, ``hf:``, ``vllm:``, ``openai:``); model
 backends are imported on first use. ``NaturalSelector`` (k=1), ``RandomSelector`` and
-``GuidedSelector`` (best-of-k by the progress meter) turn an actor into a rollout policy.
+``GuidedSelector`` (best-of-k by the progress meter) turn an actor into a rollout policy;
+``PlannerSelector`` (best-of-k by the planner's plan length) is guidance's ceiling where a planner exists.
 """
 
 from .._optional import lazy_attributes
@@ -10,7 +11,7 @@ from .base import Actor, ChatActor, SamplingParams
 from .conditions import DEFAULT_CONDITIONS, make_agent, parse_condition
 from .loading import load_actor
 from .scripted import ScriptedActor
-from .selectors import GuidedSelector, NaturalSelector, RandomSelector, Selection
+from .selectors import GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector, Selection
 
 _LAZY = {"TransformersActor": ".hf", "VLLMActor": ".vllm", "OpenAIActor": ".http"}
 
@@ -20,6 +21,7 @@ __all__ = [
     "ChatActor",
     "GuidedSelector",
     "NaturalSelector",
+    "PlannerSelector",
     "OpenAIActor",
     "RandomSelector",
     "SamplingParams",

@@ -1,4 +1,8 @@
-"""Selection conditions: ``natural``, ``random-<k>`` and ``guided-<k>`` over an actor spec."""
+"""Selection conditions: ``natural``, ``random-<k>``, ``guided-<k>`` and ``planner-<k>`` over an actor spec.
+
+``planner-<k>`` picks among the same k candidates by the planner's plan length after each (envs
+with ``expert_plan()``, ALFWorld): the ceiling that guided-k reaches with a perfect meter.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,22 @@ from dataclasses import replace
 from typing import Any
 
 from .loading import load_actor
-from .selectors import GuidedSelector, NaturalSelector, RandomSelector
+from .selectors import GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector
 
 __all__ = ["DEFAULT_CONDITIONS", "make_agent", "needs_meter", "parse_condition"]
 
 DEFAULT_CONDITIONS = ("natural", "random-4", "guided-4")
-_CONDITION_RE = re.compile(r"^(natural|random-(\d+)|guided-(\d+))$")
+_CONDITION_RE = re.compile(r"^(natural|(random|guided|planner)-(\d+))$")
 # Model actors are loaded once per process and re-seeded per episode; scripted ones are rebuilt.
 _LOADED: dict[tuple, Any] = {}
 
 
 def parse_condition(condition: str) -> tuple[str, int]:
-    """``natural`` -> ("natural", 1); ``random-4`` -> ("random", 4); ``guided-4`` -> ("guided", 4)."""
+    """``natural`` -> ("natural", 1); ``random-4`` -> ("random", 4); ``guided-4`` -> ("guided", 4); ``planner-4`` -> ("planner", 4)."""
     match = _CONDITION_RE.match(condition)
-    if not match or int(match.group(2) or match.group(3) or 1) < 1:
-        raise ValueError(f"condition must be natural, random-<k> or guided-<k>; got {condition!r}")
-    return condition.split("-")[0], int(match.group(2) or match.group(3) or 1)
+    if not match or int(match.group(3) or 1) < 1:
+        raise ValueError(f"condition must be natural, random-<k>, guided-<k> or planner-<k>; got {condition!r}")
+    return condition.split("-")[0], int(match.group(3) or 1)
 
 
 def needs_meter(condition: str) -> bool:
@@ -38,6 +42,8 @@ def make_agent(condition: str, *, seed: int, actor: str, actor_kwargs: dict[str,
         return NaturalSelector(agent)
     if kind == "random":
         return RandomSelector(agent, k, seed=seed)
+    if kind == "planner":
+        return PlannerSelector(agent, k)
     return GuidedSelector(agent, k)
 
 

@@ -41,13 +41,18 @@ class TransformersActor(ChatActor):
         dtype: Any = None,
         revision: str | None = None,
         gguf_file: str | None = None,
+        threads: int | None = None,
         **kwargs: Any,
     ) -> TransformersActor:
         """Load model and tokenizer from a model spec: a hub id, a local folder or a GGUF file.
 
         See :mod:`ttg_envs.model_spec` (options may also sit in the spec: ``name?revision=...``).
+        ``device``: where the model runs; ``threads``: torch's CPU threads
+        (:func:`~ttg_envs.model_spec.set_threads`; None: torch's default).
         """
-        from ..model_spec import load_causal_lm
+        from ..model_spec import load_causal_lm, set_threads
+
+        set_threads(threads)
 
         model, tokenizer = load_causal_lm(name, dtype=dtype, revision=revision, gguf_file=gguf_file)
         if device:

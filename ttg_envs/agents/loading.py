@@ -7,7 +7,8 @@ from typing import Any
 
 from .base import Actor, SamplingParams
 
-_SCHEMES = ("scripted", "hf", "transformers", "vllm", "openai")
+#: The schemes an actor spec may start with.
+SCHEMES = ("scripted", "hf", "transformers", "vllm", "openai")
 
 
 def load_actor(
@@ -30,8 +31,8 @@ def load_actor(
             return spec
         raise TypeError(f"cannot make an actor from {type(spec).__name__}")
     scheme, sep, rest = spec.partition(":")
-    if not sep or scheme not in _SCHEMES or not rest:
-        raise ValueError(f"actor spec must be one of {', '.join(s + ':...' for s in _SCHEMES)}; got {spec!r}")
+    if not sep or scheme not in SCHEMES or not rest:
+        raise ValueError(f"actor spec must be one of {', '.join(s + ':...' for s in SCHEMES)}; got {spec!r}")
     if scheme == "scripted":
         from ..registry import parse_policy
         from .scripted import ScriptedActor

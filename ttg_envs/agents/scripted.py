@@ -37,11 +37,17 @@ class ScriptedActor:
         out = []
         for env in envs:
             policy = self._policy_for(env)
-            texts = [policy(env) for _ in range(n)]
+            texts = policy.sample(env, n) if hasattr(policy, "sample") else [policy(env) for _ in range(n)]
             out.append([Generation(text, self.tokenizer.encode(text)) for text in texts])
         return out
 
     def _policy_for(self, env: gym.Env) -> Any:
+        remote = getattr(env.unwrapped, "remote_policy", None)
+        if remote is not None:  # a RemoteEnv: the policy runs on the server, next to the engine it reads
+            key = ("remote", env.unwrapped.served_env_id)
+            if key not in self._policies:
+                self._policies[key] = remote(self.policy, seed=self.seed, **self.policy_kwargs)
+            return self._policies[key]
         spec = env.unwrapped.spec or getattr(env, "spec", None)
         if spec is None:
             raise ValueError("scripted actors need an env made with gym.make (its spec names the policies)")

@@ -1,4 +1,5 @@
-"""Action selectors: natural rollout (k=1), random-of-k, and progress-meter guided best-of-k.
+"""Action selectors: natural rollout (k=1), random-of-k, progress-meter guided best-of-k, and the
+planner-guided best-of-k that is guidance's ceiling on envs with a planner.
 
 A selector is called with an env and returns the response to step it with; it never steps the env
 itself, so only the caller's ``env.step`` advances the main env. Selectors are rollout policies
@@ -7,6 +8,7 @@ itself, so only the caller's ``env.step`` advances the main env. Selectors are r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -14,6 +16,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..core import Generation
+from ..wrappers.branching import try_actions
+from ..wrappers.plan_length import plan_length
 from ..wrappers.progress_meter import score_actions
 from .base import Actor
 
@@ -110,6 +114,39 @@ class GuidedSelector(NaturalSelector):
             trials = score_actions(env, [candidates[i] for i in selection.distinct], self.method)
             selection.deltas = [float(t.info["ttg_delta"]) for t in trials]
             # np.argmax returns the first maximum: ties go to the earliest sampled candidate.
+            selection.chosen = selection.distinct[int(np.argmax(selection.deltas))]
+        self.last = selection
+        return candidates[selection.chosen]
+
+
+class PlannerSelector(GuidedSelector):
+    """Best-of-k by the planner: the ceiling of guided best-of-k (a perfect meter's choice).
+
+    Samples ``k`` candidates like :class:`GuidedSelector`, trial-executes each distinct text in
+    its own branch and keeps the one after which the planner's plan is shortest (a won step
+    first; ties: the first sampled). Needs an env whose base has ``expert_plan()`` (ALFWorld).
+    ``last.deltas`` holds the negated plan lengths (higher is better), a won step ``+inf``.
+    """
+
+    def choose(self, env: gym.Env, candidates: Sequence[Generation | str]) -> Generation:
+        """Trial-execute ``candidates`` and return the one with the shortest plan after it."""
+        if not hasattr(env.unwrapped, "expert_plan"):
+            raise TypeError(f"planner-guided selection needs an env with expert_plan(), got {type(env.unwrapped).__name__}")
+        candidates = [c if isinstance(c, Generation) else Generation(str(c)) for c in candidates]
+        selection = Selection(list(candidates))
+        first: dict[str, int] = {}
+        for i, candidate in enumerate(candidates):
+            first.setdefault(candidate.text, i)
+        selection.distinct = list(first.values())
+        if len(selection.distinct) > 1:
+            for trial in try_actions(env, [candidates[i] for i in selection.distinct], self.method):
+                if trial.info.get("success"):
+                    score = math.inf
+                else:
+                    length = plan_length(trial.env.unwrapped)
+                    score = -math.inf if length is None or (length == 0 and not trial.info.get("success")) else -float(length)
+                selection.deltas.append(score)
+                trial.env.close()
             selection.chosen = selection.distinct[int(np.argmax(selection.deltas))]
         self.last = selection
         return candidates[selection.chosen]

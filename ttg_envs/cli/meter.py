@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 
 from ..cli_args import add_env, add_limit, add_out, add_seed, add_splits, add_tasks, add_workers, positive_int
+from ..training.meter.pipeline import EVAL_DEFAULTS, TRAIN_DEFAULTS
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     add_env(p)
-    p.add_argument("--policies", nargs="+", help="scripted policies as name[:eps] (default: %(default)s)")
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        help="scripted policies as name[:eps] (default: expert and noisy experts; BFCL and tau2: gold, gold_drop_last)",
+    )
     p.add_argument("--trajectories", nargs="+", help="read these trajectory files instead of recording")
     add_limit(p)
     add_tasks(p)
@@ -19,6 +24,50 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="cpu, cuda, or auto")
 
 
+_TRAIN_METER = """Record trajectories of several scripted policies on the env (or read given files), hold out a
+share of whole trajectories, train a progress meter (an encoder with a regression head, or a causal
+LM with SFT then GRPO) and save it to OUT/meter with a report of sizes, timings and held-out figures.
+The saved folder is what --meter takes in ttg eval, ttg demo and ttg train."""
+
+_EVAL_METER = """Record (or read) trajectories on evaluation splits, add step-quality labels (ALFWorld's planner,
+or annotations in the files) and report the meter's completion, token and step-quality accuracy
+per split."""
+
+
+def _following_the_env(func, command: str):
+    """``func`` run after the checks of :mod:`.checks`, with ``--splits`` and ``--policies`` following
+    the env when not given (train-meter: its train split; eval-meter: its evaluation splits)."""
+
+    def run(args: argparse.Namespace):
+        from ..registry import ENV_SPECS
+        from .checks import FlagError, check_env, check_meter, check_policy, check_splits, json_flag
+
+        check_env(args.env)
+        spec = ENV_SPECS.get(args.env)
+        defaults = TRAIN_DEFAULTS if command == "train-meter" else EVAL_DEFAULTS
+        if args.splits is None:
+            if spec is None:
+                args.splits = list(defaults["splits"])
+            elif command == "train-meter":
+                if spec.train_split is None:
+                    raise FlagError("--splits", f"{args.env} has no train split; name the splits to record on")
+                args.splits = [spec.train_split]
+            else:
+                args.splits = list(spec.eval_splits)
+        if args.policies is None:
+            own = spec is None or "noisy_expert" in spec.policy_names
+            args.policies = list(defaults["policies"]) if own else list(spec.policy_names)
+        if not args.trajectories:
+            check_splits(args.env, args.splits, json_flag(args.env_kwargs, "--env-kwargs"))
+            for policy in args.policies:
+                check_policy(args.env, policy, "--policies")
+        if command == "eval-meter":
+            check_meter(args.meter)
+        return func(args)
+
+    return run
+
+
 def add_train_meter(sub: argparse._SubParsersAction) -> None:
     """``ttg train-meter``."""
     from ..training.meter import pipeline
@@ -26,11 +75,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train-meter",
         help="record trajectories and train a progress meter",
-        description=pipeline.__doc__,
+        description=_TRAIN_METER,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(p)
-    add_splits(p, ["train"], help="splits to record on")
+    add_splits(p, None, help="splits to record on")
     p.add_argument(
         "--backbone", help="encoder:tiny | encoder:minilm | encoder:<path> | causal:tiny | causal:<name-or-path> (default: %(default)s)"
     )
@@ -42,6 +91,17 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=int, help="encoder: read only the last N action segments after the task (default: 0, all)")
     p.add_argument("--segment-tokens", type=int, help="encoder: tokens read per segment (default: %(default)s)")
     p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
+    p.add_argument(
+        "--targets",
+        choices=("recorded", "expert"),
+        help="encoder: labels from each trajectory's own outcome and TTG (recorded, the paper's eq. 1-2) or from the "
+        "expert's roll-out from every state (expert; recorded with plan lengths, ALFWorld) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--turn-limit",
+        type=int,
+        help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",
+    )
     p.add_argument("--batch-size", type=int)
     p.add_argument("--max-examples", type=int, help="causal: subsample SFT prefixes")
     p.add_argument("--max-prompt-tokens", type=int, help="causal: meter prompt budget (default 384 tiny, 6144 otherwise)")
@@ -51,7 +111,9 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpo-lr", type=float, help="causal: GRPO learning rate (default 3e-6; 2e-4 for tiny)")
     p.add_argument("--group-size", type=int)
     add_out(p, "", help="output folder; the meter goes to OUT/meter")
-    p.set_defaults(**pipeline.TRAIN_DEFAULTS, func=lambda args: pipeline.train(args) or 0)
+    # splits and policies follow --env unless given (None here; see _following_the_env)
+    p.set_defaults(**pipeline.TRAIN_DEFAULTS, func=_following_the_env(lambda args: pipeline.train(args) or 0, "train-meter"))
+    p.set_defaults(splits=None, policies=None)
 
 
 def add_eval_meter(sub: argparse._SubParsersAction) -> None:
@@ -61,12 +123,12 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "eval-meter",
         help="measure a progress meter on unseen tasks",
-        description=pipeline.__doc__,
+        description=_EVAL_METER,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(p)
     p.add_argument("--meter", required=True, help="what load_meter accepts: a saved folder, hf:..., vllm:..., openai:URL#MODEL")
-    add_splits(p, [], help="splits to record on")
+    add_splits(p, None, help="splits to record on")
     p.add_argument(
         "--labels",
         choices=["auto", "alfworld", "none"],
@@ -74,6 +136,14 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
         "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
         "none: no step quality",
     )
+    p.add_argument(
+        "--noop-every",
+        type=int,
+        help="envs with a planner: at every N-th recorded state, score every admissible command plus help and count "
+        "how often a command that does nothing (help, look, inventory, examine, invalid) ranks above the planner's "
+        "best (0: skip; default: %(default)s)",
+    )
     p.add_argument("--failure-cost", type=float, help="C of eq. 7 (default: paper table 4 for --env)")
     add_out(p, "")
-    p.set_defaults(**pipeline.EVAL_DEFAULTS, func=pipeline.evaluate)
+    p.set_defaults(**pipeline.EVAL_DEFAULTS, func=_following_the_env(pipeline.evaluate, "eval-meter"))
+    p.set_defaults(splits=None, policies=None)

@@ -6,6 +6,14 @@ import argparse
 
 from ..cli_args import add_env, add_out, add_seed, add_tasks
 
+_TRAIN = """Train an actor with DeltaTTG (or the grpo, dapo, gigpo, hgpo baselines) on one node.
+
+Unset hyperparameters take paper table 4's values for the env. --model tiny builds a small random
+Qwen3 with a tokenizer trained on the env's prompts, and --meter turns a rule-based meter (remaining
+tokens shrink with the turn count): together they run end to end on a CPU in seconds. Checkpoints and
+metrics.jsonl go to --out; a run resumes from the newest checkpoint there unless --no-resume is given.
+A step whose groups of rollouts all have equal rewards is reported with a warning (nothing to learn)."""
+
 
 def add_train(sub: argparse._SubParsersAction) -> None:
     """``ttg train``."""
@@ -15,7 +23,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train an actor with DeltaTTG or a baseline",
-        description=launch.__doc__,
+        description=_TRAIN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_env(p, kwargs_help='JSON dict of extra gym.make kwargs, e.g. \'{"split": "train"}\'')
@@ -59,4 +67,17 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
     )
     p.add_argument("--vllm-memory", type=float, default=0.35, help="vLLM gpu_memory_utilization (default: %(default)s)")
-    p.set_defaults(func=launch.train)
+    p.set_defaults(func=_checked(launch.train))
+
+
+def _checked(func):
+    """``func`` after the ``--meter`` and ``--env-kwargs`` checks (a wrong meter fails before the policy loads)."""
+
+    def run(args: argparse.Namespace):
+        from .checks import check_meter
+
+        if args.meter not in (None, "turns"):
+            check_meter(args.meter)
+        return func(args)
+
+    return run

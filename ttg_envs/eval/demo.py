@@ -1,12 +1,15 @@
-"""``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts.
+"""``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts
+(and, on envs with a planner, planner-4: the same candidates chosen by a perfect meter).
 
 Offline and on a CPU by default:
 
 - tasks: the bundled ALFWorld games; the meter trains on 90 tasks spread over ``train`` and each
   valid split evaluates 20 tasks spread over it with seeds 3-5 (every task type appears), none of
   them the 10 tasks x seeds 0-2 on which the demo's settings were chosen (``--panel development``);
-- meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of four
-  scripted policies of different quality, recorded through ``TokenCounter``;
+- meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of
+  scripted policies of different quality, recorded through ``TokenCounter``; on envs with a
+  planner its labels come from the expert's roll-out from every recorded state
+  (``targets="expert"``) and it reads the turns left (budget-aware);
 - actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
   (the planner's action with probability 0.25, a random admissible command otherwise).
 
@@ -22,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 #: Scripted policies of different quality that the demo's meter learns from (``ttg train-meter`` syntax).
-METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1")
+METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:0.75", "noisy_expert:1")
 
 #: Evaluation panels. ``development``: the tasks and seeds on which the demo's meter settings
 #: (window, segment length, data size) were chosen; ``heldout`` (the default): other tasks of the
@@ -34,7 +37,7 @@ def plan_tasks(
     env_id: str,
     env_kwargs: dict[str, Any],
     splits: Sequence[str],
-    meter_split: str,
+    meter_split: str | None,
     eval_tasks: int,
     meter_tasks: int,
     panel: str = "development",
@@ -43,7 +46,8 @@ def plan_tasks(
 
     The meter trains on ``meter_tasks`` tasks spread over ``meter_split`` and each split evaluates
     ``eval_tasks`` tasks spread over it, so every task type appears in both (task lists are sorted
-    by id, which groups types). If ``meter_split`` is missing the meter trains on ``valid_seen``
+    by id, which groups types); with ``meter_split=None`` (a given meter) none is kept out for it.
+    If ``meter_split`` is missing the meter trains on ``valid_seen``
     tasks, and the valid_seen evaluation spreads over the tasks the meter never saw. With
     ``panel="heldout"`` the tasks of the development panel (:data:`PANELS`) are left out too.
     """
@@ -54,16 +58,20 @@ def plan_tasks(
     def count(split: str) -> int:
         return num_tasks(env_id, {**env_kwargs, "split": split})
 
-    try:
-        count(meter_split)
-        note = f"the meter trains on {meter_tasks} tasks spread over {meter_split}"
-    except (FileNotFoundError, ValueError) as exc:
-        note = (
-            f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
-            "and the valid_seen evaluation uses other tasks"
-        )
-        meter_split = "valid_seen"
-    meter_indices = spread_indices(count(meter_split), meter_tasks)
+    if meter_split is None:  # a given meter: no task is kept out for training
+        meter_indices: tuple[int, ...] = ()
+        note = "no meter is trained"
+    else:
+        try:
+            count(meter_split)
+            note = f"the meter trains on {meter_tasks} tasks spread over {meter_split}"
+        except (FileNotFoundError, ValueError) as exc:
+            note = (
+                f"split {meter_split!r} is unavailable ({exc}); the meter trains on {meter_tasks} valid_seen tasks, "
+                "and the valid_seen evaluation uses other tasks"
+            )
+            meter_split = "valid_seen"
+        meter_indices = spread_indices(count(meter_split), meter_tasks)
     trained = set(meter_indices)
     tasks = {}
     for split in splits:
@@ -87,8 +95,16 @@ def train_demo_meter(
     epochs: int,
     policies: Sequence[str] = METER_POLICIES,
 ) -> Path:
-    """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter."""
+    """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter.
+
+    On envs with a planner the labels are the expert roll-out's from every state and the meter is
+    budget-aware (it reads the turns left of the env's turn limit).
+    """
+    from ..registry import ENV_SPECS, env_settings
     from ..training.meter.pipeline import train_meter
+
+    planner = env_id in ENV_SPECS and ENV_SPECS[env_id].planner
+    limit = env_kwargs.get("max_steps") or env_settings(env_id).max_turns
 
     return train_meter(
         out,
@@ -101,11 +117,14 @@ def train_demo_meter(
         epochs=epochs,
         seed=seed,
         workers=workers,
+        targets="expert" if planner else "recorded",
+        turn_limit=int(limit) if planner else 0,
     )
 
 
 def run_demo(args: Any) -> int:
     """The ``ttg demo`` pipeline (arguments as :func:`ttg_envs.cli.build_parser` defines them)."""
+    from ..runner import has_planner
     from .evaluate import evaluate
     from .report import guidance_wins, seed_summary, write_outputs
 
@@ -116,6 +135,11 @@ def run_demo(args: Any) -> int:
     panel = PANELS[args.panel]
     args.tasks = args.tasks or panel["tasks"]
     args.seeds = list(args.seeds or panel["seeds"])
+    if args.conditions is None:  # called without the CLI's checks
+        from ..registry import ENV_SPECS
+
+        spec = ENV_SPECS.get(args.env)
+        args.conditions = ["natural", "random-4", "guided-4"] + (["planner-4"] if spec is not None and spec.planner else [])
     meter_split, meter_indices, tasks, note = plan_tasks(
         args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks, args.panel
     )
@@ -138,7 +162,7 @@ def run_demo(args: Any) -> int:
         )
         timings["meter_s"] = time.perf_counter() - start
     else:
-        note = "meter given with --meter"
+        note = getattr(args, "meter_note", None) or "meter given with --meter"
     t0 = time.perf_counter()
     results = evaluate(
         args.env,
@@ -163,6 +187,7 @@ def run_demo(args: Any) -> int:
         per_type=False,
         checks=guidance_wins(rows),
         start=start,
+        planner=has_planner(args.env, env_kwargs),
     )
 
 

@@ -31,6 +31,7 @@ def evaluation_tasks(
     *,
     seeds: Sequence[int],
     meter: Any = None,
+    meter_kwargs: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     actor_kwargs: dict[str, Any] | None = None,
     tasks: dict[str, Sequence[int]] | None = None,
@@ -38,7 +39,8 @@ def evaluation_tasks(
 ) -> list[EpisodeTask]:
     """Every condition and seed on each split's tasks (``tasks[split]``, else ``limit`` spread over the split).
 
-    ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it.
+    ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it;
+    ``meter_kwargs`` go to ``load_meter`` (``device``, ``threads``...).
     """
     for condition in conditions:
         if needs_meter(condition) and meter is None:
@@ -52,7 +54,9 @@ def evaluation_tasks(
         kwargs = {"split": split, **(env_kwargs or {})}
         indices = tuple(tasks[split]) if tasks and split in tasks else spread_indices(num_tasks(env_id, kwargs), limit)
         out += [
-            EpisodeTask(env_id, kwargs, index, seed, actor, condition, dict(actor_kwargs or {}), meter=meter)
+            EpisodeTask(
+                env_id, kwargs, index, seed, actor, condition, dict(actor_kwargs or {}), meter=meter, meter_kwargs=dict(meter_kwargs or {})
+            )
             for index in indices
             for condition in conditions
             for seed in seeds

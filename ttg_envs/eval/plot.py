@@ -9,11 +9,22 @@ from .._optional import require
 
 
 def plot_guidance(rows: Sequence[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Write a two-panel figure (success rate, average steps) from :func:`~ttg_envs.eval.report.seed_summary` rows.
+    """Write :func:`guidance_figure` of ``rows`` to ``path`` (PNG). Needs matplotlib (the ``plot`` extra)."""
+    import matplotlib.pyplot as plt
+
+    fig = guidance_figure(rows)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def guidance_figure(rows: Sequence[dict[str, Any]]) -> Any:
+    """A two-panel figure (success rate, average steps) from :func:`~ttg_envs.eval.report.seed_summary` rows.
 
     One line per (actor, split) with a natural and a guided condition; the arrow goes from natural
-    to guided and is labelled with the change; random-of-k is drawn as a cross; bars show the
-    spread over seeds. Needs matplotlib (the ``plot`` extra).
+    to guided and is labelled with the change; random-of-k is drawn as a cross. Each point's bar is
+    its own spread over seeds (± one standard deviation), drawn in its condition's colour. The
+    legend sits below the panels, outside the data area, so it never covers a point.
     """
     require("matplotlib", "plot")
     import matplotlib
@@ -24,45 +35,35 @@ def plot_guidance(rows: Sequence[dict[str, Any]], path: str | os.PathLike) -> No
     lines = _lines(rows)
     if not lines:
         raise ValueError("no (actor, split) has both a natural and a guided condition to plot")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 0.7 * len(lines) + 1.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.7 * len(lines) + 2.2), sharey=True)
     panels = (("success_rate", 100.0, "success rate (%)", "pp"), ("avg_steps", 1.0, "average steps", ""))
     for ax, (metric, scale, title, unit) in zip(axes, panels):
         for y, (label, conds) in enumerate(lines):
             if y % 2:
                 ax.axhspan(y - 0.5, y + 0.5, color="0.92", zorder=0)
-            nat, gui = conds["natural"], conds["guided"]
-            x0, x1 = scale * nat[f"{metric}_mean"], scale * gui[f"{metric}_mean"]
-            ax.errorbar(
-                [x0, x1],
-                [y, y],
-                xerr=[scale * nat[f"{metric}_std"], scale * gui[f"{metric}_std"]],
-                fmt="none",
-                ecolor="0.5",
-                capsize=3,
-                zorder=1,
-            )
-            ax.scatter([x0], [y], color="tab:gray", zorder=3, label="natural" if y == 0 else None)
-            ax.scatter([x1], [y], color="tab:blue", zorder=3, label=gui["condition"] if y == 0 else None)
-            if "random" in conds:
-                ax.scatter(
-                    [scale * conds["random"][f"{metric}_mean"]],
-                    [y],
-                    marker="x",
-                    color="tab:orange",
-                    zorder=3,
-                    label=conds["random"]["condition"] if y == 0 else None,
-                )
+            points = [("natural", "tab:gray", "o"), ("guided", "tab:blue", "o"), ("random", "tab:orange", "x")]
+            for kind, colour, marker in points:
+                if kind not in conds:
+                    continue
+                row = conds[kind]
+                x, spread = scale * row[f"{metric}_mean"], scale * row[f"{metric}_std"]
+                name = row["condition"] if y == 0 else None
+                ax.errorbar([x], [y], xerr=[spread], fmt="none", ecolor=colour, alpha=0.6, capsize=3, zorder=1)
+                ax.scatter([x], [y], color=colour, marker=marker, zorder=3, label=name)
+            x0, x1 = scale * conds["natural"][f"{metric}_mean"], scale * conds["guided"][f"{metric}_mean"]
             ax.annotate("", xy=(x1, y), xytext=(x0, y), arrowprops={"arrowstyle": "->", "color": "tab:blue", "lw": 1.5})
             ax.annotate(f"{x1 - x0:+.1f}{unit}", xy=((x0 + x1) / 2, y + 0.18), ha="center", fontsize=8)
         ax.set_title(title)
         ax.set_ylim(-0.5, len(lines) - 0.5)
     axes[0].set_yticks(range(len(lines)), [label for label, _ in lines])
     axes[0].invert_yaxis()
-    axes[0].legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    handles, labels = axes[0].get_legend_handles_labels()
+    labels = [f"{name} (bar: ± std over seeds)" for name in labels]
+    legend = fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.canvas.draw()
+    height = legend.get_window_extent().transformed(fig.transFigure.inverted()).height
+    fig.tight_layout(rect=(0, height + 0.02, 1, 1))  # the panels and their tick labels sit above the legend
+    return fig
 
 
 def _lines(rows: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, dict[str, Any]]]]:

@@ -12,7 +12,7 @@ from .._io import markdown_table as _markdown_table
 from ..runner import EpisodeResult
 from .rollout import write_report
 
-_ORDER = {"natural": 0, "random": 1, "guided": 2}
+_ORDER = {"natural": 0, "random": 1, "guided": 2, "planner": 3}
 
 
 def seed_summary(results: Sequence[EpisodeResult], actor: str = "") -> list[dict[str, Any]]:
@@ -86,6 +86,38 @@ def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) ->
     )
 
 
+def capture_ratios(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, float | None]]:
+    """Per (actor, split, k) with ``random-k``, ``guided-k`` and ``planner-k`` rows: how much of the
+    ceiling's gain guidance captures, ``(guided - random) / (planner - random)`` on mean success rate.
+
+    ``planner-k`` chooses among the same k candidates by the planner's plan length (a perfect
+    meter), so 1 means the meter guides as well as a perfect one and 0 no better than chance. Each
+    value also carries the three means; the ratio is None when the planner is not ahead of random.
+    """
+    by_key: dict[tuple[str, str, int], dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        kind, _, k = r["condition"].partition("-")
+        if r["task_type"] == "all" and kind in ("random", "guided", "planner") and k.isdigit():
+            by_key[(r["actor"], r["split"], int(k))][kind] = r["success_rate_mean"]
+    out: dict[tuple[str, str, int], dict[str, float | None]] = {}
+    for key, means in sorted(by_key.items()):
+        if len(means) == 3:
+            gain = means["planner"] - means["random"]
+            ratio = (means["guided"] - means["random"]) / gain if gain > 0 else None
+            out[key] = {**means, "capture": ratio}
+    return out
+
+
+def capture_lines(ratios: dict[tuple[str, str, int], dict[str, float | None]]) -> str:
+    """One line per :func:`capture_ratios` entry, for reports."""
+    return "\n".join(
+        f"- {actor} {split}: guided-{k} captures "
+        + ("n/a (planner not ahead of random)" if v["capture"] is None else f"{v['capture']:.2f}")
+        + f" of planner-{k}'s gain over random-{k} ({100 * v['random']:.1f} -> {100 * v['guided']:.1f}, ceiling {100 * v['planner']:.1f})"
+        for (actor, split, k), v in ratios.items()
+    )
+
+
 def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]:
     """Per (actor, split): does every ``guided-*`` condition beat every other one on mean success rate
     (higher) and mean average steps (lower)? Splits without a guided condition are left out."""
@@ -96,7 +128,8 @@ def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]
     verdict = {}
     for key, group in by_key.items():
         guided = [r for r in group if r["condition"].startswith("guided")]
-        others = [r for r in group if not r["condition"].startswith("guided")]
+        # The planner condition is the ceiling, not a competitor.
+        others = [r for r in group if not r["condition"].startswith(("guided", "planner"))]
         if guided:
             verdict[key] = all(
                 g["success_rate_mean"] > o["success_rate_mean"] and g["avg_steps_mean"] < o["avg_steps_mean"]
@@ -117,20 +150,36 @@ def write_outputs(
     per_type: bool,
     checks: dict,
     start: float,
+    planner: bool = False,
 ) -> int:
-    """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table."""
+    """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table.
+
+    With ``planner`` (an env whose planner has a time limit, ALFWorld) the episodes' planner time-limit
+    hits are counted into the report (``planner_timeouts``) and the last line, since a result can then
+    depend on machine load.
+    """
     table = markdown_table(rows, per_type=per_type)
     verdict = "\n".join(
         f"- {actor} {split}: guided beats the other conditions on success rate and steps: {'yes' if ok else 'NO'}"
         for (actor, split), ok in checks.items()
     )
+    ratios = capture_ratios(rows)
+    if ratios:
+        verdict += "\n" + capture_lines(ratios)
     timings["total_s"] = time.perf_counter() - start
+    hits = sum(r.planner_timeouts for r in results)
     out.mkdir(parents=True, exist_ok=True)
     write_report(
         out / f"{name}.json",
         results,
         rows,
-        {**config, "timings": timings, "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()}},
+        {
+            **config,
+            "timings": timings,
+            "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()},
+            "capture": {f"{a} {s} k={k}": v for (a, s, k), v in ratios.items()},
+            **({"planner_timeouts": hits} if planner else {}),
+        },
     )
     (out / f"{name}.md").write_text(table + "\n\n" + verdict + "\n")
     print(table + "\n\n" + verdict)
@@ -143,8 +192,9 @@ def write_outputs(
         plotted = f" (no plot: {exc})"
     except ValueError:
         plotted = " (no plot: needs a natural and a guided condition)"
+    limit = f" (planner time limit hit {hits} times)" if planner else ""
     print(
-        f"\n{len(results)} episodes; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
+        f"\n{len(results)} episodes{limit}; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
         f"table {out / (name + '.md')}{plotted}"
     )
     return 0

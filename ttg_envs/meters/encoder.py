@@ -62,6 +62,11 @@ class EncoderConfig:
         drop_reasoning: leave ``<think>...</think>`` blocks out of the agent's messages, so the
             segment budget goes to the action and what the environment answered (with ReAct
             messages the reasoning otherwise fills most of ``max_segment_tokens``).
+        turn_limit: budget awareness: the episode's turn limit, so the head also reads how many
+            turns are left (the limit minus the actions in the history) and can predict failure
+            when too few remain. None: the meter is blind to the limit. A meter trained at one
+            limit can be run at another (``EncoderMeter(turn_limit=...)``, or ``load_meter(spec,
+            turn_limit=...)``); ``ProgressMeterWrapper`` passes its env's limit.
     """
 
     window: int | None = None
@@ -71,6 +76,7 @@ class EncoderConfig:
     hidden: int = 64
     include_system: bool = False
     drop_reasoning: bool = True
+    turn_limit: int | None = None
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -112,8 +118,20 @@ def task_statement(task_segment: str, pattern: str | None) -> str:
     return task_segment
 
 
-def build_model(backbone: Any, hidden: int) -> Any:
-    """The trainable meter network around ``backbone`` (a transformers encoder)."""
+#: Turns-left features the budget-aware head reads: turns left scaled by this, and its log.
+_TURNS_SCALE = 50.0
+
+
+def turns_left_features(turns_left: Any) -> Any:
+    """``[..., 2]`` features of a turns-left tensor: turns left / 50 and log1p(turns left)."""
+    torch = require("torch", "hf")
+    left = turns_left.clamp(min=0).to(torch.float32)
+    return torch.stack([left / _TURNS_SCALE, torch.log1p(left)], -1)
+
+
+def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
+    """The trainable meter network around ``backbone`` (a transformers encoder); ``budget_aware``
+    adds the turns-left features to the head's input (:attr:`EncoderConfig.turn_limit`)."""
     torch = require("torch", "hf")
     nn = torch.nn
 
@@ -126,8 +144,11 @@ def build_model(backbone: Any, hidden: int) -> Any:
             self.proj = nn.Linear(backbone.config.hidden_size, hidden)
             self.kind = nn.Embedding(2, hidden)  # 0: task segment, 1: action segment
             self.gru = nn.GRU(hidden, hidden, batch_first=True)
-            # The head reads the GRU state and the latest segment itself (the state just reached).
-            self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.GELU(), nn.Linear(hidden, 2))
+            # The head reads the GRU state and the latest segment itself (the state just reached),
+            # and, budget-aware, how many turns are left.
+            self.budget_aware = budget_aware
+            extra = 2 if budget_aware else 0
+            self.head = nn.Sequential(nn.Linear(2 * hidden + extra, hidden), nn.GELU(), nn.Linear(hidden, 2))
 
         def embed(self, input_ids, attention_mask):
             """Mean-pooled backbone states of a batch of segments, ``[N, backbone width]``."""
@@ -135,8 +156,11 @@ def build_model(backbone: Any, hidden: int) -> Any:
             mask = attention_mask.unsqueeze(-1).to(states.dtype)
             return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
-        def forward(self, segments, lengths):
-            """``segments`` ``[B, S, width]`` padded, ``lengths`` ``[B]``: outputs ``[B, S, 2]`` per prefix."""
+        def forward(self, segments, lengths, turns_left=None):
+            """``segments`` ``[B, S, width]`` padded, ``lengths`` ``[B]``: outputs ``[B, S, 2]`` per prefix.
+
+            ``turns_left`` ``[B, S]``: turns left after each prefix (needed when budget-aware).
+            """
             x = self.proj(segments)
             kinds = torch.ones(segments.shape[:2], dtype=torch.long, device=segments.device)
             kinds[:, 0] = 0
@@ -144,7 +168,12 @@ def build_model(backbone: Any, hidden: int) -> Any:
             packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, _ = self.gru(packed)
             out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=segments.shape[1])
-            return self.head(torch.cat([out, x], -1))
+            parts = [out, x]
+            if self.budget_aware:
+                if turns_left is None:
+                    raise ValueError("a budget-aware meter needs turns_left")
+                parts.append(turns_left_features(turns_left.to(x.device)))
+            return self.head(torch.cat(parts, -1))
 
         def head_state_dict(self):
             """Parameters outside the backbone."""
@@ -164,6 +193,8 @@ class EncoderMeter(CachedMeter):
         batch_size: segments per backbone call.
         cache_size: estimates cached by history hash (see :class:`CachedMeter`).
         segment_cache_size: segment embeddings cached by text.
+        turn_limit: the turn limit of the episodes it scores, for a budget-aware meter (default:
+            the limit it was trained at, ``config.turn_limit``).
     """
 
     def __init__(
@@ -176,6 +207,7 @@ class EncoderMeter(CachedMeter):
         batch_size: int = 64,
         cache_size: int = 65536,
         segment_cache_size: int = 262144,
+        turn_limit: int | None = None,
     ):
         super().__init__(cache_size)
         self._torch = require("torch", "hf")
@@ -186,6 +218,25 @@ class EncoderMeter(CachedMeter):
         self.batch_size = int(batch_size)
         self.segment_cache_size = int(segment_cache_size)
         self._segments: OrderedDict[Segment, Any] = OrderedDict()
+        self._turn_limit = turn_limit
+
+    @property
+    def budget_aware(self) -> bool:
+        """Whether the meter reads how many turns are left (:attr:`EncoderConfig.turn_limit`)."""
+        return self.config.turn_limit is not None
+
+    @property
+    def turn_limit(self) -> int | None:
+        """The turn limit turns left are counted from (None when the meter is not budget-aware)."""
+        if not self.budget_aware:
+            return None
+        return self._turn_limit if self._turn_limit is not None else self.config.turn_limit
+
+    @turn_limit.setter
+    def turn_limit(self, value: int | None) -> None:
+        if value != self.turn_limit:
+            self.clear_cache()  # cached estimates were made under another limit
+        self._turn_limit = value
 
     @property
     def device(self) -> Any:
@@ -194,22 +245,41 @@ class EncoderMeter(CachedMeter):
 
     # ------------------------------------------------------------------ persistence
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> EncoderMeter:
+    def from_pretrained(cls, path: str | os.PathLike, *, backend: str = "auto", threads: int | None = None, **kwargs: Any) -> EncoderMeter:
         """Load a folder written by :meth:`save_pretrained` (pinned while it loads, so a save into
-        the same folder meanwhile cannot mix two meters: :func:`~ttg_envs._io.load_folder`)."""
-        return load_folder(path, lambda folder: cls._from_folder(folder, **kwargs))
+        the same folder meanwhile cannot mix two meters: :func:`~ttg_envs._io.load_folder`).
+
+        ``backend``: ``light`` reads a BERT backbone on torch and ``tokenizers`` alone
+        (:mod:`.light_bert`: no transformers import, the same outputs), ``transformers`` through
+        transformers, ``auto`` (default) the light one where it applies. ``threads`` sets torch's
+        CPU threads (``torch.set_num_threads``; None leaves torch's default).
+        """
+        if backend not in ("auto", "light", "transformers"):
+            raise ValueError(f"backend must be auto, light or transformers, got {backend!r}")
+        return load_folder(path, lambda folder: cls._from_folder(folder, backend, threads, **kwargs))
 
     @classmethod
-    def _from_folder(cls, path: Path, **kwargs: Any) -> EncoderMeter:
-        transformers = require("transformers", "hf")
+    def _from_folder(cls, path: Path, backend: str, threads: int | None, **kwargs: Any) -> EncoderMeter:
+        from . import light_bert
+
         safetensors_torch = require("safetensors.torch", "hf")
         path = Path(path)
         saved = json.loads((path / METER_CONFIG).read_text())
         # Meters saved before drop_reasoning existed read the reasoning too.
         config = EncoderConfig(**{"drop_reasoning": False, **saved["encoder"]})
-        backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
-        model = build_model(backbone, config.hidden)
+        from ..model_spec import set_threads
+
+        set_threads(threads)
+        if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
+            backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
+        else:
+            from ..model_spec import hub_progress_bars
+
+            transformers = require("transformers", "hf")
+            with hub_progress_bars(False):  # no "Loading weights" bar for a backbone this small
+                backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
+        model = build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None)
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
         if missing or result.unexpected_keys:
@@ -284,9 +354,23 @@ class EncoderMeter(CachedMeter):
         super().clear_cache()
         self._segments.clear()
 
-    def predict(self, segment_lists: Sequence[Sequence[Segment]]) -> Any:
-        """Network outputs ``[B, S, 2]`` for lists of segments (no gradients)."""
+    def turns_left(self, steps: Sequence[int], lengths: Sequence[int]) -> Any:
+        """``[B, S]`` turns left after each read prefix: ``steps[b]`` actions were taken at the last of
+        ``lengths[b]`` read segments (None when the meter is not budget-aware)."""
+        if not self.budget_aware:
+            return None
         torch = self._torch
+        width = max(lengths)
+        pos = torch.arange(width).unsqueeze(0)
+        steps_t = torch.tensor(list(steps)).unsqueeze(1)
+        lengths_t = torch.tensor(list(lengths)).unsqueeze(1)
+        return self.turn_limit - (steps_t - (lengths_t - 1 - pos))
+
+    def predict(self, segment_lists: Sequence[Sequence[Segment]], steps: Sequence[int] | None = None) -> Any:
+        """Network outputs ``[B, S, 2]`` for lists of segments (no gradients); ``steps``: actions taken
+        at the last segment of each list (default: one per segment after the first)."""
+        torch = self._torch
+        steps = [len(s) - 1 for s in segment_lists] if steps is None else steps
         flat = [s for segs in segment_lists for s in segs]
         vectors = self.embed(flat)
         lengths = torch.tensor([len(s) for s in segment_lists])
@@ -295,11 +379,13 @@ class EncoderMeter(CachedMeter):
         for b, segs in enumerate(segment_lists):
             padded[b, : len(segs)] = vectors[offset : offset + len(segs)]
             offset += len(segs)
+        turns_left = self.turns_left(steps, lengths.tolist())
         with torch.inference_mode():
-            return self.model(padded, lengths), lengths
+            return self.model(padded, lengths, turns_left), lengths
 
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
-        out, lengths = self.predict([self.window(self.segments(h)) for h in histories])
+        segment_lists = [self.segments(h) for h in histories]
+        out, lengths = self.predict([self.window(s) for s in segment_lists], [len(s) - 1 for s in segment_lists])
         results = []
         for b, n in enumerate(lengths.tolist()):
             logit, log_remaining = (float(v) for v in out[b, n - 1])

@@ -67,6 +67,7 @@ class TransformersMeter(CachedMeter):
         max_new_tokens: answer length limit (the longest valid answer is about 15 tokens).
         read_logit: also read z = log p(true) - log p(false) after the answer prefix (E.4).
         device: where the model runs (default: where it already is).
+        threads: torch's CPU threads (:func:`~ttg_envs.model_spec.set_threads`; None: torch's default).
         cache_size: see :class:`~ttg_envs.meters.base.CachedMeter`.
     """
 
@@ -80,11 +81,15 @@ class TransformersMeter(CachedMeter):
         max_new_tokens: int = 24,
         read_logit: bool = False,
         device: str | None = None,
+        threads: int | None = None,
         cache_size: int = 65536,
         **load_kwargs: Any,
     ):
         super().__init__(cache_size)
         torch = require("torch", "hf")
+        from ..model_spec import set_threads
+
+        set_threads(threads)
         if isinstance(model, (str, os.PathLike)):
             from ..model_spec import load_causal_lm
 

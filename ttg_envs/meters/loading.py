@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from .hf import METER_CONFIG
 from .ready import ready_meter_path
 
 _SCHEMES = ("hf", "transformers", "vllm", "openai", "encoder")
+# A spec shaped like this project's env ids (``ttg/Name-v0``) means a shipped meter, never a hub model.
+_ENV_ID = re.compile(r"^ttg(-toy)?/[\w.-]+-v\d+$")
 
 
 def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> ProgressMeter:
@@ -55,7 +58,7 @@ def _parse(text: str) -> tuple[str | None, str]:
     path always wins (a folder may be named ``hf:x``)."""
     if Path(text).exists():
         return None, text
-    if text in ENV_SPECS:
+    if text in ENV_SPECS or _ENV_ID.match(text):
         return "ready", text
     scheme, sep, rest = text.partition(":")
     return (scheme, rest) if sep and scheme in _SCHEMES else (None, text)
@@ -84,14 +87,36 @@ def _from_scheme(scheme: str, rest: str, kwargs: dict[str, Any]) -> ProgressMete
     return EncoderMeter.from_pretrained(rest, **kwargs)
 
 
-def check_meter_spec(spec: str | os.PathLike) -> None:
-    """Raise :class:`~ttg_envs.model_spec.ModelNotFoundError` at once if ``spec`` names a local path that
-    does not exist (``hf:``/``encoder:`` specs included); loads nothing."""
+def check_meter_spec(spec: str | os.PathLike, *, hub: bool = False) -> None:
+    """Raise at once if ``spec`` cannot load; loads nothing.
+
+    A local path that does not exist (``hf:``/``encoder:`` specs included) raises
+    :class:`~ttg_envs.model_spec.ModelNotFoundError`, an env id with no shipped meter a ``LookupError``,
+    an ``openai:`` spec without ``#<model>`` a ``ValueError``. With ``hub``, a hub id is also looked up
+    (:func:`~ttg_envs.model_spec.resolve_model`: the local cache, then at most one hub request).
+    """
     scheme, text = _parse(os.fspath(spec))
     if scheme == "ready":
         ready_meter_path(text)
-    elif scheme in (None, "hf", "transformers", "encoder"):
+    elif scheme == "encoder":
         _check_local(text)
+        if not (Path(text) / METER_CONFIG).is_file():
+            raise ModelNotFoundError(f"encoder meter not found: {text!r} (no {METER_CONFIG} in {Path(text).absolute()})")
+    elif scheme == "openai":
+        base_url, sep, model = text.rpartition("#")
+        if not sep or not base_url or not model:
+            raise ValueError(f"openai meter spec must be openai:<base-url>#<model>, got {'openai:' + text!r}")
+    elif scheme in (None, "hf", "transformers"):
+        if scheme is None and ":" in text.partition("?")[0] and not Path(text).exists():
+            name = text.partition(":")[0]
+            raise ModelNotFoundError(
+                f"meter not found: {text!r} (no such folder, and {name + ':'!r} is no meter scheme: {', '.join(s + ':' for s in _SCHEMES)})"
+            )
+        _check_local(text)
+        if hub and not (Path(text.partition("?")[0]).expanduser() / METER_CONFIG).is_file():
+            from ..model_spec import resolve_model
+
+            resolve_model(text)
 
 
 def _check_local(text: str) -> None:

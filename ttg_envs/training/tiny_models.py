@@ -69,16 +69,39 @@ def tiny_causal_lm(tokenizer: Any, *, hidden: int = 128, layers: int = 4, heads:
 
 
 def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 2048) -> Any:
-    """A lower-casing WordPiece tokenizer (transformers fast tokenizer) with BERT's special tokens."""
+    """A lower-casing WordPiece tokenizer (transformers fast tokenizer) with BERT's special tokens.
+
+    The vocabulary is built deterministically: BERT's special tokens, every character seen (as a
+    word start and as a ``##`` continuation), then whole words by falling frequency (ties in
+    alphabetical order) up to ``vocab_size``; rarer words are spelled in characters. (The
+    ``tokenizers`` WordPiece trainer breaks ties between equally frequent merges differently from
+    run to run, so two trainings of one meter on the same data used to differ.)
+    """
+    from collections import Counter
+
     tokenizers = require("tokenizers", "tokens")
     transformers = require("transformers", "hf")
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok = tokenizers.Tokenizer(tokenizers.models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    words: Counter = Counter()
+    for text in texts:
+        words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    alphabet = sorted({c for w in words for c in w})
+    vocab = specials + alphabet + [f"##{c}" for c in alphabet]
+    known = set(vocab)
+    for word, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])):
+        if len(vocab) >= vocab_size:
+            break
+        if word not in known:
+            vocab.append(word)
+            known.add(word)
+    tok = tokenizers.Tokenizer(
+        tokenizers.models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]", max_input_chars_per_word=100)
+    )
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
     tok.decoder = tokenizers.decoders.WordPiece()
-    trainer = tokenizers.trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
-    tok.train_from_iterator(texts, trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = tokenizers.processors.TemplateProcessing(
         single="[CLS] $A [SEP]",

@@ -30,9 +30,9 @@ def branch(env: gym.Env, method: str = "auto") -> gym.Env:
         clone = copy.copy(env)
         clone.env = inner
         return clone
-    if isinstance(env, TextEnv):
+    if isinstance(env, TextEnv) or callable(getattr(env, "branch", None)):  # a TextEnv, or a RemoteEnv (forks its session)
         return env.branch(method)
-    raise TypeError(f"cannot branch {type(env).__name__}: the innermost env must be a ttg_envs TextEnv")
+    raise TypeError(f"cannot branch {type(env).__name__}: the innermost env must be a ttg_envs TextEnv or RemoteEnv")
 
 
 class BranchableWrapper(gym.Wrapper):

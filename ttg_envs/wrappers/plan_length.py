@@ -1,10 +1,12 @@
-"""``PlanLength``: the planner's plan length from every state in ``info`` (envs with ``expert_plan()``, ALFWorld)."""
+"""``PlanLength``: the planner's plan length from every state in ``info`` (envs with ``expert_plan()``, ALFWorld),
+and optionally the Token-to-Go of the expert's roll-out from there."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .branching import BranchableWrapper
+from .token_counter import TokenCounter
 
 __all__ = ["PlanLength", "plan_length"]
 
@@ -21,16 +23,59 @@ class PlanLength(BranchableWrapper):
 
     For envs whose base has ``expert_plan()`` (ALFWorld). Recording it with the trajectory gives
     exact step-quality labels without replaying the episode later.
+
+    With ``respond`` (the expert's response text for a planned command, e.g. ALFWorld's
+    ``react``), it also adds ``expert_ttg``: the assistant tokens the expert would generate from the
+    new state to the goal if it took over (its plan's responses counted by the stack's
+    ``TokenCounter``), 0 once won, None when the plan does not fit in the turns left (the expert's
+    roll-out would be truncated) or the planner timed out. The expert follows its plan command by
+    command, so this equals the TTG a ``TokenCounter`` records when the expert plays on from that
+    state (``tests/test_meter_targets.py`` checks it against real roll-outs): a roll-in by the
+    recorded policy, a roll-out by the expert, without playing the roll-out.
     """
+
+    def __init__(self, env: Any, respond: Callable[[str], str] | None = None):
+        super().__init__(env)
+        self.respond = respond
+        self._counter = _find_counter(env) if respond is not None else None
+        if respond is not None and self._counter is None:
+            raise ValueError("PlanLength(respond=...) needs a TokenCounter below it to count the expert's tokens")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset and add the first state's plan length."""
         obs, info = self.env.reset(seed=seed, options=options)
-        info["plan_length"] = plan_length(self.env.unwrapped)
+        self._annotate(info)
         return obs, info
 
     def step(self, action: Any):
         """Step and add the new state's plan length."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        info["plan_length"] = 0 if info.get("success") else plan_length(self.env.unwrapped)
+        self._annotate(info)
         return obs, reward, terminated, truncated, info
+
+    def branch_onto(self, inner: Any) -> PlanLength:
+        """This wrapper over ``inner`` (a branch of the stack below)."""
+        return PlanLength(inner, self.respond)
+
+    def _annotate(self, info: dict[str, Any]) -> None:
+        base = self.env.unwrapped
+        if info.get("success"):
+            info["plan_length"] = 0
+            if self.respond is not None:
+                info["expert_ttg"] = 0
+            return
+        plan = base.expert_plan()
+        timed_out = getattr(base, "last_plan_timed_out", False)
+        info["plan_length"] = None if timed_out else len(plan)
+        if self.respond is not None:
+            left = base.max_steps - base.elapsed_steps
+            fits = not timed_out and bool(plan) and len(plan) <= left and not getattr(base, "done", False)
+            info["expert_ttg"] = sum(self._counter.count(self.respond(c)) for c in plan) if fits else None
+
+
+def _find_counter(env: Any) -> TokenCounter | None:
+    while env is not None:
+        if isinstance(env, TokenCounter):
+            return env
+        env = getattr(env, "env", None)
+    return None

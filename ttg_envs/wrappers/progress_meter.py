@@ -20,7 +20,7 @@ from ..core import Generation
 from ..credit import step_costs
 from ..meters.base import Estimate, ProgressMeter
 from ..registry import env_settings
-from .branching import BranchableWrapper, Trial, branch
+from .branching import BranchableWrapper, Trial, branch, try_actions
 
 
 def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:
@@ -41,9 +41,10 @@ def failure_cost_for(env_id: str | None) -> float:
 
 
 def default_failure_cost(env: gym.Env) -> float:
-    """C for ``env`` from paper table 4, by its registered id (16384 when unknown)."""
+    """C for ``env`` from paper table 4, by its registered id (a remote env's: the served one; 16384 when unknown)."""
+    served = getattr(getattr(env, "unwrapped", None), "served_env_id", None)
     spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
-    return failure_cost_for(getattr(spec, "id", None))
+    return failure_cost_for(served or getattr(spec, "id", None))
 
 
 class ProgressMeterWrapper(BranchableWrapper):
@@ -53,6 +54,9 @@ class ProgressMeterWrapper(BranchableWrapper):
         env: the env (any stack over a ``TextEnv``); usually over a ``TokenCounter``.
         meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
         failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvSpec``).
+
+    A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
+    turn limit) is set to count turns left from this env's ``max_steps``.
 
     Attributes:
         costs: c_0..c_t of the episode so far (the last one anchored once the episode ended).
@@ -66,6 +70,10 @@ class ProgressMeterWrapper(BranchableWrapper):
         super().__init__(env)
         self.meter = meter
         self.failure_cost = float(failure_cost) if failure_cost is not None else default_failure_cost(env)
+        # A budget-aware meter counts turns left from this env's limit.
+        limit = getattr(env.unwrapped, "max_steps", None)
+        if getattr(meter, "budget_aware", False) and limit is not None and meter.turn_limit != limit:
+            meter.turn_limit = int(limit)
         self.costs: list[float] = []
         self.estimates: list[Estimate | None] = []
         self._defer = False
@@ -148,14 +156,28 @@ def find_meter_wrapper(env: gym.Env) -> ProgressMeterWrapper:
     raise ValueError("the env stack has no ProgressMeterWrapper")
 
 
+def _has_meter_wrapper(env: gym.Env) -> bool:
+    try:
+        find_meter_wrapper(env)
+    except ValueError:
+        return False
+    return True
+
+
 def score_actions(env: gym.Env, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
     """Step each action in its own branch of ``env`` and score all new states in one meter call.
 
     ``env`` is any stack containing a :class:`ProgressMeterWrapper`; it is left untouched. Each
     returned :class:`Trial` holds the step's results, with the ``ttg_*`` fields in its ``info``,
     and its branch, which can be stepped on. Identical histories are scored once (the meter's
-    in-batch dedup).
+    in-batch dedup). A stack without the wrapper whose env writes the ``ttg_*`` fields itself (a
+    ``RemoteEnv`` of a server with a meter) gets plain trials, each scored where it was stepped.
     """
+    if not _has_meter_wrapper(env) and getattr(env.unwrapped, "served_env_id", None):
+        trials = try_actions(env, actions, method)
+        if all("ttg_delta" in t.info for t in trials):
+            return trials
+        raise ValueError("the env stack has no ProgressMeterWrapper and its server adds no meter fields (ttg serve --meter)")
     trials: list[Trial] = []
     waiting: list[tuple[ProgressMeterWrapper, Trial]] = []
     for action in actions:

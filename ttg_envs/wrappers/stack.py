@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -17,8 +18,9 @@ __all__ = ["cached_meter", "make_env"]
 _METERS: dict[tuple, Any] = {}
 
 
-def cached_meter(meter: Any) -> Any:
-    """``meter`` itself, or for a ``load_meter`` spec the meter loaded once per process.
+def cached_meter(meter: Any, **kwargs: Any) -> Any:
+    """``meter`` itself, or for a ``load_meter`` spec the meter loaded once per process (``kwargs``, such
+    as ``device`` or ``threads``, go to ``load_meter``).
 
     A saved folder is keyed by its ``meter.json`` modification time too, so a meter retrained at
     the same path is loaded again.
@@ -29,14 +31,15 @@ def cached_meter(meter: Any) -> Any:
 
     spec = os.fspath(meter)
     config = os.path.join(spec, "meter.json")
-    key = (spec, os.path.getmtime(config) if os.path.exists(config) else None)
+    key = (spec, os.path.getmtime(config) if os.path.exists(config) else None, json.dumps(kwargs, sort_keys=True, default=repr))
     if key not in _METERS:
-        _METERS[key] = load_meter(spec)
+        _METERS[key] = load_meter(spec, **kwargs)
     return _METERS[key]
 
 
 def make_env(
     env_id: str,
+    /,
     *,
     tokenizer: Any = None,
     meter: Any = None,

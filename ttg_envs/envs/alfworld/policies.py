@@ -30,11 +30,16 @@ class ExpertPolicy:
 
     name = "expert"
 
+    @staticmethod
+    def respond(command: str) -> str:
+        """The response this policy writes for a planned ``command`` (``PlanLength`` counts its tokens)."""
+        return react(command)
+
     def __call__(self, env) -> str:
         """The next response for ``env``."""
         base = _alfworld(env)
         plan = base.expert_plan()
-        return react(plan[0] if plan else "look")
+        return self.respond(plan[0] if plan else "look")
 
 
 class NoisyExpertPolicy(NoisyPolicy):

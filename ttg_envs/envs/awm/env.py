@@ -252,6 +252,10 @@ class AWMEnv(ToolEnv):
                 assistant_message=turn.assistant_message,
                 messages=turn.messages,
             )
+        if not _final_answer(response.content):
+            # The same rule as every env: an empty reply is an invalid step, not an (empty) final answer.
+            error = "Empty response: call a tool, or write the final answer (a reply without tool calls ends the episode)."
+            return StepOutcome(observation=error, action_valid=False, error=error)
         self._answer = _final_answer(response.content)
         scenario, ws = self.scenario, self._workspace
         ws.stop_app()  # nothing of the app may run beside its verifier

@@ -40,6 +40,15 @@ from .harness import (
 MAX_STEPS_PER_TURN = 20
 #: ``scoring=``: ``official`` (bfcl-eval's decode and verdicts) or ``lenient`` (the forgiving parser; README).
 SCORING_MODES = ("official", "lenient")
+#: The error of an empty reply (or one that is only reasoning): an invalid step in both scorings.
+EMPTY_RESPONSE = "Empty response: call a tool, or answer in text."
+
+
+def _flag(outcome: StepOutcome, error: str | None) -> StepOutcome:
+    """``outcome`` marked as an invalid step when ``error`` is set (what the scoring did stays)."""
+    if error is not None:
+        outcome.action_valid, outcome.error = False, error
+    return outcome
 
 
 @dataclass
@@ -213,11 +222,33 @@ class BFCLEnv(ToolEnv):
     def _apply(self, response: ParsedResponse | str) -> StepOutcome:
         if isinstance(response, str):
             return self._apply_official(response)
+        empty = None if response.calls or strip_reasoning(response.content).strip() else EMPTY_RESPONSE
         if self._episode is None:
-            return self._score_single(response.calls, response)
+            return _flag(self._score_single(response.calls, response), empty)
         if response.calls:
             return self._tool_step(response)
-        return self._end_turn(response)
+        return _flag(self._end_turn(response), empty)
+
+    def official_error(self, text: str, names: Iterable[str]) -> str | None:
+        """Why an officially scored step is invalid (None: valid), by the rule every env follows: an
+        empty reply, a call to no tool of the entry, or call markup that bfcl-eval's decoder for
+        ``model_style`` does not read. ``names`` are the functions the decoder read in ``text``. Only
+        ``action_valid`` and ``error`` follow from it; the verdict stays the harness's."""
+        visible = strip_reasoning(text).strip()
+        if not visible:
+            return EMPTY_RESPONSE
+        names = list(names)
+        known = {t.name for t in self.callable_tools}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            return f"Unknown tool {unknown[0]!r}. Available tools: {', '.join(t.name for t in self.tools) or 'none'}."
+        if not names:
+            parsed = parse_tool_calls(visible)
+            if parsed.error:
+                return parsed.error
+            if parsed.calls:
+                return f"Invalid tool call: bfcl-eval's {self.model_style!r} decoder reads no call in this response."
+        return None
 
     def _invalid_outcome(self, error: str) -> StepOutcome:
         if self._episode is None:
@@ -300,6 +331,7 @@ class BFCLEnv(ToolEnv):
             calls = single_turn_calls(task, text, self.model_style)
             verdict = single_turn_verdict(task, text, self.model_style)
             outcome = self._single_outcome(verdict, ParsedResponse(text, tuple(calls), self.model_style))
+            outcome = _flag(outcome, self.official_error(text, [c.name for c in calls]))
             bound = literal_bound_problem(task, text, self.model_style)
             if bound:  # the harness's verdict stands (a decode failure); the step names our bound
                 outcome.action_valid, outcome.error = False, f"Bound exceeded: {bound}."
@@ -314,9 +346,14 @@ class BFCLEnv(ToolEnv):
             sources = []
         utils = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
         if not isinstance(sources, list) or utils.is_empty_execute_response(sources):
-            return self._end_turn(ParsedResponse(text))
-        episode = self._episode
+            return _flag(self._end_turn(ParsedResponse(text)), self.official_error(text, []))
         sources = [str(s) for s in sources]
+        return _flag(self._official_calls(text, sources), self.official_error(text, [call_of_source(s).name for s in sources]))
+
+    def _official_calls(self, text: str, sources: list[str]) -> StepOutcome:
+        """Execute a step's decoded calls as the harness does (an unknown name is its error result);
+        a step whose calls cross a bound is undone whole and is an invalid step naming it."""
+        task, episode = self._task, self._episode
         try:
             if len(sources) > MAX_CALLS_PER_STEP:
                 raise BoundExceeded(f"the response makes {len(sources)} calls; the bound is {MAX_CALLS_PER_STEP} per step, so none was run")

@@ -29,7 +29,7 @@ from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, r
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
 from .gold import gold_plan
-from .users import LLMUser, ScriptedUser
+from .users import LLMUser, ScenarioUser, ScriptedUser
 
 #: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
 GREETING = "Hi! How can I help you today?"
@@ -43,8 +43,8 @@ _VOLATILE = {
     "id": True,
     "tool_calls": {"__all__": {"id"}},
 }
-#: User options that need no endpoint.
-SCRIPTED_USERS = ("gold", "gold_drop_last")
+#: User options that need no endpoint: the gold replays and the conversing scenario user.
+SCRIPTED_USERS = ("gold", "gold_drop_last", "scenario")
 
 
 @dataclass
@@ -68,9 +68,13 @@ class Tau2Env(ToolEnv):
         split: a shipped task split (``base`` = all published tasks: 50 / 114 / 114; also ``train``,
             ``test``, and telecom's ``small``, ``full``).
         user: ``"llm"`` (tau2's user simulator answered by an OpenAI-compatible endpoint),
-            ``"gold"`` (a scripted user that plays the task's gold user side, for offline runs with
-            the gold policy), ``"gold_drop_last"`` (the same without the last gold action), or a
-            callable ``(task, environment) -> user`` returning an object with ``respond(messages)``.
+            ``"gold"`` (a replay of the task's gold user side, for offline runs of the gold policy:
+            it opens with the task's instructions and answers the agent's text messages in the gold
+            order, so an agent that says anything else gets the next scripted line or ``###STOP###``),
+            ``"gold_drop_last"`` (the same without the last gold action), ``"scenario"`` (an offline
+            user that converses from the task's user scenario, for trying an own agent:
+            :class:`~.users.ScenarioUser`; not tau2's benchmark user), or a callable
+            ``(task, environment) -> user`` returning an object with ``respond(messages)``.
         user_base_url, user_model, user_api_key, user_sampling: the endpoint of the LLM user
             (defaults from ``$TTG_USER_BASE_URL``, ``$TTG_USER_MODEL``, ``$TTG_USER_API_KEY``).
         max_errors: tool errors that end the episode with reward 0 (tau2's default 10).
@@ -244,6 +248,8 @@ class Tau2Env(ToolEnv):
         if self.user == "llm":
             user_tools = environment.get_user_tools() if environment.user_tools is not None else None
             return LLMUser(task, user_tools, self.endpoint)
+        if self.user == "scenario":
+            return ScenarioUser(task)
         return ScriptedUser(gold_plan(task, drop_last=self.user == "gold_drop_last")[1])
 
     def _tool_step(self, response: ParsedResponse) -> StepOutcome:

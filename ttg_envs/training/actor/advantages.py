@@ -22,13 +22,46 @@ if TYPE_CHECKING:
 
     from .rollout import Episode
 
-__all__ = ["ALIASES", "ESTIMATORS", "canonical_estimator", "episode_advantages", "pad_rows", "step_advantages"]
+__all__ = [
+    "ALIASES",
+    "ESTIMATORS",
+    "canonical_estimator",
+    "episode_advantages",
+    "no_signal_warning",
+    "pad_rows",
+    "step_advantages",
+    "varied_groups",
+]
 
 #: Advantage estimators, by the names ``ttg train --estimator`` takes.
 ESTIMATORS = ("delta_ttg", "grpo", "dapo", "gigpo", "hgpo")
 #: Other accepted names: the verl plugin registers the baselines as ``ttg_<name>``, since verl
 #: has estimators of its own called ``grpo``, ``gigpo``...
 ALIASES = {f"ttg_{name}": name for name in ESTIMATORS if name != "delta_ttg"}
+
+
+def varied_groups(rewards: Sequence[float], groups: Sequence[Any], min_std: float = 1e-6) -> int:
+    """How many groups of rollouts (episodes with equal ``groups`` ids) have rewards that differ."""
+    by_group: dict[Any, list[float]] = {}
+    for reward, group in zip(rewards, groups, strict=True):
+        by_group.setdefault(group, []).append(float(reward))
+    return sum(len(r) > 1 and float(np.std(r)) > min_std for r in by_group.values())
+
+
+def no_signal_warning(rewards: Sequence[float], groups: Sequence[Any], advantages: Any = None) -> str | None:
+    """A warning when no group's rewards vary, so group-relative advantages carry nothing; None otherwise.
+
+    With ``advantages`` (any array of the step's advantages) it also says whether anything is left
+    to learn from (DeltaTTG's meter credit can be non-zero where the rewards all agree).
+    """
+    if not len(rewards) or varied_groups(rewards, groups):
+        return None
+    values = sorted({float(r) for r in rewards})
+    shown = ", ".join(f"{v:g}" for v in values[:3]) + (", ..." if len(values) > 3 else "")
+    text = f"no group of rollouts has varied rewards (rewards: {shown}): the outcome advantages are all 0"
+    if advantages is not None and not np.any(np.abs(np.nan_to_num(np.asarray(advantages, dtype=float))) > 0):
+        return text + "; every step advantage is 0, so this step cannot change the policy (nothing to learn from)"
+    return text
 
 
 def canonical_estimator(name: str) -> str:

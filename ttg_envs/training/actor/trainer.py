@@ -29,7 +29,7 @@ from ... import credit
 from ..._optional import require
 from ...agents.window import PromptWindow
 from ...registry import env_settings
-from .advantages import ESTIMATORS, episode_advantages
+from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
 
@@ -227,6 +227,10 @@ class Trainer:
                 for b, episode in enumerate(episodes)
                 for t, (prompt, action) in enumerate(zip(episode.prompts, episode.actions))
             ]
+        if episodes:
+            warning = no_signal_warning([e.reward for e in episodes], [e.group for e in episodes], [r.advantage for r in rows])
+            if warning:
+                _log.warning("step %d: %s", self.step_index + 1, warning)
         if rows:
             terms = self.update(rows, rng)
             self._sync_generator()
@@ -241,6 +245,7 @@ class Trainer:
             "turns_mean": float(np.mean([e.num_steps for e in generated])),
             "response_tokens": int(sum(len(r.action) for r in rows)),
             "advantage_abs_mean": float(np.mean([abs(r.advantage) for r in rows])) if rows else 0.0,
+            "varied_groups": varied_groups([e.reward for e in episodes], [e.group for e in episodes]),
             **extra,
             **terms,
             "rollout_s": rollout_s,

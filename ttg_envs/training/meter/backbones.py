@@ -33,6 +33,7 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
         window=args.window or None,
         max_segment_tokens=args.segment_tokens,
         drop_reasoning=not args.keep_reasoning,
+        turn_limit=args.turn_limit or None,
     )
     if name == "tiny":
         from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
@@ -49,8 +50,10 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         backbone = transformers.AutoModel.from_pretrained(path)
         backbone_lr = 0.0 if args.backbone_lr is None else args.backbone_lr
-    meter = EncoderMeter(build_model(backbone, config.hidden), tokenizer, config, device=device)
-    rc = RegressionConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, backbone_lr=backbone_lr, seed=args.seed)
+    meter = EncoderMeter(build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None), tokenizer, config, device=device)
+    rc = RegressionConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, backbone_lr=backbone_lr, seed=args.seed, targets=args.targets
+    )
     losses = train_encoder_meter(meter, train, rc)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}
 

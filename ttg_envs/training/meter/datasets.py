@@ -40,6 +40,9 @@ class Trajectory:
         task: the ``task`` dict (id, type, split) when recorded.
         step_labels: per-action step-quality labels (+1 good, -1 bad, 0 neutral) when annotated
             or when the record carries planner plan lengths (``plan_length`` in its infos).
+        expert_ttg: per prefix h_0..h_T, the TTG of the expert's roll-out from that state (None
+            where it would not finish in the turns left), when the record carries ``expert_ttg``
+            in its infos (:class:`~ttg_envs.wrappers.PlanLength`); None otherwise.
     """
 
     id: str
@@ -50,6 +53,7 @@ class Trajectory:
     policy: str = ""
     task: dict[str, Any] = field(default_factory=dict)
     step_labels: list[int] | None = None
+    expert_ttg: list[int | None] | None = None
 
     @property
     def num_steps(self) -> int:
@@ -128,6 +132,10 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
         # Recorded through meter_eval.PlanLength: good when the optimal plan got shorter.
         plan = [record["reset_info"]["plan_length"]] + [s["info"]["plan_length"] for s in record["steps"]]
         labels = step_labels_from_plan_lengths(plan)
+    expert_ttg = None
+    infos = [record.get("reset_info") or {}] + [s["info"] for s in record.get("steps", [])]
+    if len(infos) == len(actions) + 1 and all("expert_ttg" in i for i in infos):
+        expert_ttg = [None if i["expert_ttg"] is None else int(i["expert_ttg"]) for i in infos]
     meta = record.get("metadata") or {}
     return Trajectory(
         id=trajectory_id,
@@ -138,6 +146,7 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
         policy=str(meta.get("policy") or record.get("data_source") or policy),
         task=dict(record.get("task") or {}),
         step_labels=labels,
+        expert_ttg=expert_ttg,
     )
 
 

@@ -45,6 +45,8 @@ class MeterReport:
     balanced_step_accuracy: float | None = None
     steps: dict[str, int] = field(default_factory=dict)
     per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: :class:`NoOpReport` as a dict, when ``eval-meter`` ran the no-op check (envs with a planner).
+    noop: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -180,7 +182,9 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
             "step-quality acc",
             "without ties",
             "good / bad acc",
+            "balanced",
             "steps good/bad/neutral (ties)",
+            "no-op above best",
         ),
         (
             (
@@ -192,9 +196,109 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
                 pct(r.step_quality_accuracy),
                 pct(r.decided_step_accuracy),
                 f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
+                pct(r.balanced_step_accuracy),
                 f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})",
+                "-" if not r.noop or r.noop["rate"] is None else f"{pct(r.noop['rate'])} of {r.noop['states']}",
             )
             for name, r in reports.items()
         ),
-        right=8,
+        right=10,
     )
+
+
+#: Commands that do nothing for the task: the plan after them is the plan before them.
+NOOP_VERBS = ("help", "look", "inventory", "examine")
+
+
+@dataclass
+class NoOpReport:
+    """What :func:`noop_preference` measured over the states it scored.
+
+    Attributes:
+        states: states scored (each with every admissible command, plus ``help``).
+        noop_above_best: states where some command that does nothing for the task (``help``,
+            ``look``, ``inventory``, ``examine ...``, or one the env rejects) got a larger
+            predicted progress ``ttg_delta`` than the best of the planner's best commands.
+        noop_ties_best: states where the largest no-op delta equals the best command's.
+        rate: ``noop_above_best / states``.
+        by_command: how often each no-op verb was the one ranked above.
+    """
+
+    states: int = 0
+    noop_above_best: int = 0
+    noop_ties_best: int = 0
+    rate: float | None = None
+    by_command: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        return asdict(self)
+
+
+def noop_preference(
+    meter: ProgressMeter,
+    env_id: str,
+    trajectories: Sequence[Trajectory],
+    *,
+    respond: Any,
+    failure_cost: float,
+    env_kwargs: dict[str, Any] | None = None,
+    every: int = 1,
+    progress: bool = True,
+) -> NoOpReport:
+    """How often guidance by ``meter`` would prefer doing nothing to the planner's best command.
+
+    Walks each trajectory (ALFWorld: an env with ``expert_plan()``) and, at every ``every``-th
+    state before its last action, trial-executes every admissible command plus ``help`` (each
+    written as ``respond(command)``, the expert's format) in branches scored by ``meter``. The
+    planner's best commands are those after which the plan is shortest (a won step first);
+    no-ops are :data:`NOOP_VERBS` commands and invalid ones (ALFWorld's ``help`` and ``look`` set
+    bookkeeping facts, so ``state_key`` changes even for them).
+    """
+    from collections import Counter
+
+    from ...progress import progress_bar
+    from ...wrappers import ProgressMeterWrapper, make_env
+    from ...wrappers.progress_meter import score_actions
+
+    report = NoOpReport()
+    winners: Counter = Counter()
+    by_split: dict[str, Any] = {}
+    try:
+        for traj in progress_bar(list(trajectories), desc="no-op check", disable=not progress):
+            split = traj.task.get("split", "train")
+            if split not in by_split:
+                by_split[split] = ProgressMeterWrapper(make_env(env_id, **{"split": split, **(env_kwargs or {})}), meter, failure_cost)
+            env = by_split[split]
+            _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
+            for t, i in enumerate(traj.actions):
+                if t % every == 0:
+                    commands = list(dict.fromkeys([*info["admissible_commands"], "help"]))
+                    trials = score_actions(env, [respond(c) for c in commands])
+                    plans, deltas, noop = [], [], []
+                    for trial in trials:
+                        won = bool(trial.info.get("success"))
+                        length = 0 if won else plan_length(trial.env.unwrapped)
+                        plans.append(-1 if won else (10**9 if length is None or length == 0 else length))
+                        deltas.append(float(trial.info["ttg_delta"]))
+                        noop.append(commands[len(noop)].split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True))
+                    best = min(plans)
+                    best_delta = max(d for d, p in zip(deltas, plans) if p == best)
+                    noop_deltas = [(d, c) for d, c, n in zip(deltas, commands, noop) if n]
+                    if noop_deltas:
+                        top, command = max(noop_deltas)
+                        report.states += 1
+                        if top > best_delta:
+                            report.noop_above_best += 1
+                            winners[command.split()[0]] += 1
+                        elif top == best_delta:
+                            report.noop_ties_best += 1
+                _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
+                if terminated or truncated:
+                    break
+    finally:
+        for env in by_split.values():
+            env.close()
+    report.rate = report.noop_above_best / report.states if report.states else None
+    report.by_command = dict(winners)
+    return report

@@ -49,6 +49,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "window": 0,
     "segment_tokens": 48,
     "keep_reasoning": False,
+    "targets": "recorded",
+    "turn_limit": 0,
     "batch_size": 16,
     "max_examples": None,
     "max_prompt_tokens": None,
@@ -65,6 +67,7 @@ EVAL_DEFAULTS: dict[str, Any] = {
     "policies": list(EVAL_POLICIES),
     "splits": ["valid_seen", "valid_unseen"],
     "labels": "auto",
+    "noop_every": 3,
     "failure_cost": None,
     "out": "runs/meter-eval",
 }
@@ -142,6 +145,7 @@ def train(args: argparse.Namespace) -> None:
                 tasks=args.tasks,
                 seed=args.seed,
                 workers=args.workers,
+                plan_lengths=args.targets == "expert",
             )
         ]
     timings["record_s"] = time.perf_counter() - start
@@ -190,9 +194,11 @@ def evaluate(args: argparse.Namespace) -> int:
     """``ttg eval-meter`` with parsed arguments (see :data:`EVAL_DEFAULTS`)."""
     device = _setup(args)
     from ...meters.loading import load_meter
+    from ...registry import make_policy
+    from ...runner import has_planner
     from ...wrappers.progress_meter import failure_cost_for
     from .datasets import load_trajectories
-    from .evaluation import evaluate_meter, label_alfworld, markdown_report
+    from .evaluation import evaluate_meter, label_alfworld, markdown_report, noop_preference
 
     out = Path(args.out)
     env_kwargs = json.loads(args.env_kwargs)
@@ -230,6 +236,18 @@ def evaluate(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         reports[name] = evaluate_meter(meter, trajectories, failure_cost=failure_cost)
         timings[name] = time.perf_counter() - start
+        if args.noop_every and trajectories and has_planner(args.env, {**env_kwargs, "split": name}):
+            expert = make_policy(args.env, "expert")
+            noop = noop_preference(
+                meter,
+                args.env,
+                trajectories,
+                respond=expert.respond,
+                failure_cost=failure_cost,
+                env_kwargs=env_kwargs,
+                every=args.noop_every,
+            )
+            reports[name].noop = noop.to_dict()
     table = markdown_report(reports)
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval_report.json").write_text(

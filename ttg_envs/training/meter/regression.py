@@ -5,6 +5,13 @@ it at inference (the task segment and the last ``window`` action segments); the 
 trajectory are encoded once per batch and shared by its prefixes. Every prefix learns the
 completion label b; prefixes of successful trajectories also regress log(1 + TTG_t).
 
+Targets (``RegressionConfig.targets``): ``recorded`` is the paper's eq. 1-2, the trajectory's own
+outcome and TTG. ``expert`` takes each prefix's label from the expert's roll-out from that state
+(``Trajectory.expert_ttg``: b = the expert finishes within the turns left, v = its TTG): the
+recorded policy rolls in, the expert rolls out. A random walk's prefixes then say how far the
+state it reached is from the goal, instead of how much more random walking followed, and a step
+that changes nothing leaves the target unchanged, so the meter learns no reward for doing nothing.
+
 Each trajectory weighs the same whatever its length, in both losses. Counting prefixes instead
 lets the long failed episodes of weak policies (a random policy runs to the 50-step limit)
 outnumber everything else, and the meter then predicts failure on every state.
@@ -41,10 +48,22 @@ class RegressionConfig:
     huber_delta: float = 1.0
     max_grad_norm: float = 1.0
     seed: int = 0
+    targets: str = "recorded"
 
 
-def trajectory_targets(trajectory: Trajectory) -> tuple[list[float], list[float]]:
-    """Per prefix h_0..h_T: completion label b and log(1 + TTG) (NaN for failed trajectories)."""
+def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tuple[list[float], list[float]]:
+    """Per prefix h_0..h_T: completion label b and log(1 + TTG) (NaN where b is 0).
+
+    ``targets="recorded"``: the trajectory's outcome and recorded TTG (eq. 1-2); ``"expert"``:
+    the expert roll-out's from each prefix (``trajectory.expert_ttg``).
+    """
+    if targets == "expert":
+        if trajectory.expert_ttg is None:
+            raise ValueError(f"{trajectory.id}: no expert_ttg recorded (record with plan_lengths=True) for targets='expert'")
+        b = [float(v is not None) for v in trajectory.expert_ttg]
+        return b, [math.nan if v is None else math.log1p(v) for v in trajectory.expert_ttg]
+    if targets != "recorded":
+        raise ValueError(f"targets must be 'recorded' or 'expert', got {targets!r}")
     n = trajectory.num_steps + 1
     b = [float(trajectory.success)] * n
     y = [math.log1p(v) for v in trajectory.ttg] if trajectory.ttg is not None else [math.nan] * n
@@ -70,7 +89,7 @@ def train_encoder_meter(
         segments = meter.segments(traj.messages)
         if len(segments) != traj.num_steps + 1:
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
-        data.append((segments, *trajectory_targets(traj)))
+        data.append((segments, *trajectory_targets(traj, config.targets)))
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
@@ -117,19 +136,10 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         inputs = meter.tokenize(texts)
         vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
     index = {t: i for i, t in enumerate(texts)}
-    rows, b, y, w = [], [], [], []
-    for segs, bi, yi in batch:
-        for t in range(len(segs)):
-            rows.append([index[s] for s in meter.window(segs[: t + 1])])
-            b.append(bi[t])
-            y.append(yi[t])
-            w.append(1.0 / len(segs))
-    lengths = torch.tensor([len(r) for r in rows])
-    padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
-    for i, r in enumerate(rows):
-        padded[i, : len(r)] = torch.tensor(r, device=device)
-    out = model(vectors[padded], lengths)
-    last = out[torch.arange(len(rows), device=device), lengths.to(device) - 1]
+    if meter.config.window is None:
+        last, b, y, w = _full_history_outputs(meter, batch, index, vectors, torch, device)
+    else:
+        last, b, y, w = _windowed_outputs(meter, batch, index, vectors, torch, device)
     b = torch.tensor(b, device=device)
     y = torch.tensor(y, device=device)
     w = torch.tensor(w, device=device)
@@ -141,3 +151,38 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     else:
         reg = last[:, 1].sum() * 0.0
     return bce + reg
+
+
+def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
+    """Head outputs of every prefix from one GRU pass per trajectory (the GRU is causal, so its
+    state after segment t is the prefix h_t's), with targets and weights."""
+    lengths = torch.tensor([len(segs) for segs, _, _ in batch])
+    padded = torch.zeros((len(batch), int(lengths.max())), dtype=torch.long, device=device)
+    for i, (segs, _, _) in enumerate(batch):
+        padded[i, : len(segs)] = torch.tensor([index[s] for s in segs], device=device)
+    lengths_list = lengths.tolist()
+    out = meter.model(vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list))
+    rows = torch.cat([torch.full((n,), i, dtype=torch.long) for i, n in enumerate(lengths_list)]).to(device)
+    cols = torch.cat([torch.arange(n) for n in lengths_list]).to(device)
+    b = [v for _, bi, _ in batch for v in bi]
+    y = [v for _, _, yi in batch for v in yi]
+    w = [1.0 / n for n in lengths_list for _ in range(n)]
+    return out[rows, cols], b, y, w
+
+
+def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
+    """Head outputs of every prefix read through the meter's window (one GRU pass per prefix)."""
+    rows, steps, b, y, w = [], [], [], [], []
+    for segs, bi, yi in batch:
+        for t in range(len(segs)):
+            rows.append([index[s] for s in meter.window(segs[: t + 1])])
+            steps.append(t)
+            b.append(bi[t])
+            y.append(yi[t])
+            w.append(1.0 / len(segs))
+    lengths = torch.tensor([len(r) for r in rows])
+    padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
+    for i, r in enumerate(rows):
+        padded[i, : len(r)] = torch.tensor(r, device=device)
+    out = meter.model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist()))
+    return out[torch.arange(len(rows), device=device), lengths.to(device) - 1], b, y, w
