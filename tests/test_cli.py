@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from ttg_envs.cli import build_parser
@@ -48,3 +50,31 @@ def test_train_meter_defaults_are_the_pipelines():
     following = {"splits", "policies"}  # None: filled from --env when the command runs
     assert {k: args[k] for k in TRAIN_DEFAULTS if k not in following} == {k: v for k, v in TRAIN_DEFAULTS.items() if k not in following}
     assert args["splits"] is None and args["policies"] is None
+
+
+def test_task_ranges_are_parsed_lazily():
+    # Before: --tasks 0-3000000000 built the whole list while parsing (MemoryError).
+    start = time.perf_counter()
+    tasks = parse("train", "--tasks", "0-3000000000", "7").tasks
+    assert time.perf_counter() - start < 1 and len(tasks) == 3_000_000_002
+    assert tasks[3_000_000_000] == 3_000_000_000 and tasks[-1] == 7 and 2_999_999_999 in tasks
+    with pytest.raises(ValueError, match="at most"):
+        tasks.listed()
+    with pytest.raises(SystemExit):
+        parse("train", "--tasks", "5-3")
+
+
+def test_input_errors_are_one_line_with_exit_2(capsys, monkeypatch, tmp_path):
+    from ttg_envs import cli
+
+    assert cli.main(["train-meter", "--tasks", "0-3000000000", "--out", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["ttg: error: task indices must lie in 0..599 for split 'train'; got 600"]
+    for error in (NotADirectoryError(20, "Not a directory", "out/x"), IsADirectoryError("x"), PermissionError("x"), IndexError("x")):
+
+        def fail(argv, error=error):
+            raise error
+
+        monkeypatch.setattr(cli, "_dispatch", fail)
+        assert cli.main(["rollout"]) == 2  # before: a traceback and exit 1 for these
+        err = capsys.readouterr().err
+        assert err.startswith("ttg: error: ") and len(err.strip().splitlines()) == 1

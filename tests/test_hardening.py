@@ -224,14 +224,18 @@ def test_bfcl_state_nested_600_deep_still_hashes():
     pytest.importorskip("bfcl_eval")
     from ttg_envs.envs.bfcl.backends import Backends
     from ttg_envs.tools import ToolCall
+    from ttg_envs.tools.bounds import BoundExceeded
 
     config = {"TwitterAPI": {"authenticated": True, "username": "u", "password": "p"}}
     backends = Backends(["TwitterAPI"], config, long_context=False)
     nested: list = []
     for _ in range(600):
         nested = [nested]
-    assert '"tags": [[[' in backends.execute(ToolCall("post_tweet", {"content": "x", "tags": nested}))
+    with pytest.raises(BoundExceeded, match="bound on nesting"):  # a call may no longer store it
+        backends.execute(ToolCall("post_tweet", {"content": "x", "tags": nested}))
+    backends.instances["TwitterAPI"].tweets[0] = {"tags": nested}  # state built otherwise still hashes
     assert len(backends.state_digest()) == 64  # raised RecursionError before
+    assert backends.copy().state_digest() == backends.state_digest()  # and copies (copy.deepcopy raised)
 
 
 def test_tau2_calculate_bomb_is_an_error_and_the_episode_goes_on(monkeypatch):

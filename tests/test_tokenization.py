@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import importlib.resources
 import importlib.util
+import json
 import re
 import string
 import unicodedata
@@ -175,7 +176,7 @@ def test_conversion_writes_one_cache_file(converted: tuple[TextTokenizer, Path])
     tok, cache = converted
     files = [p for p in cache.rglob("*") if p.is_file()]
     assert len(files) == 1
-    assert re.fullmatch(r"qwen3-[0-9a-f]{16}", files[0].parent.name)
+    assert re.fullmatch(r"qwen3-[0-9a-f]{16}-[0-9a-f]{16}", files[0].parent.name)  # source key, content key
     assert files[0].relative_to(cache).parts[0] == "tokenizers"
     assert files[0].name == "tokenizer.json"
     assert sample_ids(load_tokenizer(Tokenizer.from_file(str(files[0])))) == sample_ids(tok)
@@ -290,3 +291,30 @@ def test_qwen35_name_does_not_fall_back(tok: TextTokenizer, monkeypatch: pytest.
     monkeypatch.setattr(tokenization, "_auto_tokenizer", unavailable)
     with pytest.raises(OSError):
         load_tokenizer("Qwen/Qwen3.5-27B")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "alter"])
+def test_a_damaged_cache_file_is_rebuilt(
+    converted: tuple[TextTokenizer, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    # Before: a torn file raised at every load, and an altered but valid one gave other token ids.
+    tok, cache = converted
+    (source,) = cache.glob("tokenizers/qwen3-*/tokenizer.json")
+    target = tmp_path / source.relative_to(cache)
+    target.parent.mkdir(parents=True)
+    data = source.read_text(encoding="utf-8")
+    if damage == "truncate":
+        target.write_text(data[: len(data) // 2], encoding="utf-8")
+    else:  # still a valid tokenizer: two vocabulary entries swapped
+        parsed = json.loads(data)
+        vocab = parsed["model"]["vocab"]
+        a, b = "Hello", "Ġworld"
+        vocab[a], vocab[b] = vocab[b], vocab[a]
+        target.write_text(json.dumps(parsed, ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setenv("TTG_ENVS_CACHE", str(tmp_path))
+    monkeypatch.setattr(tokenization, "_LOADED", {})
+    with pytest.warns(UserWarning, match="rebuilding the cached Qwen3 tokenizer"):
+        rebuilt = load_tokenizer()
+    assert sample_ids(rebuilt) == sample_ids(tok)
+    (fresh,) = tmp_path.glob("tokenizers/qwen3-*/tokenizer.json")
+    assert fresh.read_text(encoding="utf-8") == data

@@ -28,21 +28,72 @@ def positive_int(text: str) -> int:
     return value
 
 
-def task_indices(values: Sequence[str] | str | None) -> list[int] | None:
-    """Task indices from ``3``, ``0-99`` or ``0,5,7`` tokens (any mix); None stays None."""
+class TaskIndices(Sequence[int]):
+    """Task indices as the ranges they were written in: ``0-3000000000`` is one range, not a list of
+    three billion numbers. A sequence (length, indexing, iteration, ``in``, ``==`` with a list)."""
+
+    def __init__(self, ranges: Sequence[range]):
+        self.ranges = tuple(r for r in ranges if len(r))
+        self._len = sum(len(r) for r in self.ranges)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i):  # noqa: ANN001 - int or slice, as Sequence has it
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("task index position out of range")
+        for r in self.ranges:
+            if i < len(r):
+                return r[i]
+            i -= len(r)
+        raise AssertionError("unreachable")
+
+    def __iter__(self):
+        for r in self.ranges:
+            yield from r
+
+    def __contains__(self, value: object) -> bool:
+        return any(value in r for r in self.ranges)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, TaskIndices)):
+            return len(other) == self._len and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return "TaskIndices(" + ",".join(f"{r.start}-{r.stop - 1}" if len(r) > 1 else str(r.start) for r in self.ranges) + ")"
+
+    def listed(self, limit: int = 1 << 20) -> tuple[int, ...]:
+        """The indices as a tuple; ``ValueError`` (one line) when there are more than ``limit``."""
+        if self._len > limit:
+            raise ValueError(f"--tasks names {self._len} tasks; at most {limit} can be listed")
+        return tuple(self)
+
+
+def task_indices(values: Sequence[str] | str | None) -> TaskIndices | None:
+    """Task indices from ``3``, ``0-99`` or ``0,5,7`` tokens (any mix); None stays None. Ranges stay
+    ranges (:class:`TaskIndices`), so a huge one costs nothing to parse."""
     if values is None:
         return None
-    out: list[int] = []
+    out: list[range] = []
     for token in [values] if isinstance(values, str) else values:
         for part in str(token).split(","):
             if not part.strip():
                 continue
             lo, sep, hi = part.strip().partition("-")
             try:
-                out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+                start = int(lo)
+                stop = int(hi) + 1 if sep else start + 1
             except ValueError:
                 raise argparse.ArgumentTypeError(f"task indices are N, A-B or A,B,C; got {part!r}") from None
-    return out
+            if start < 0 or stop <= start:
+                raise argparse.ArgumentTypeError(f"task indices are N, A-B or A,B,C with 0 <= A <= B; got {part!r}")
+            out.append(range(start, stop))
+    return TaskIndices(out)
 
 
 class _TaskIndices(argparse.Action):

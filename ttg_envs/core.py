@@ -73,7 +73,19 @@ _REACT_FORMAT = "<think>your reasoning</think><action>one command</action>"
 #: Longest assistant response any env parses, in characters (``TextEnv.max_action_chars``); a
 #: longer one is an invalid step whose observation states the limit.
 MAX_ACTION_CHARS = 1 << 18
+#: Longest observation ``step`` returns (characters); a longer one is cut by :func:`cap_text`.
+MAX_OBSERVATION_CHARS = 1 << 17
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def cap_text(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail around a marker
+    saying how many characters were cut (the result has at most ``limit`` characters plus the marker)."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut (the limit is {limit}) ...]\n{text[len(text) - tail :]}"
 
 
 def ascii_lower(text: str) -> str:
@@ -369,6 +381,10 @@ class TextEnv(gym.Env[str, str]):
         else:
             parsed = self.parse_action(text)
             outcome = self._invalid_outcome(parsed.error) if parsed.error else self._apply(parsed.command)
+        outcome.observation = cap_text(str(outcome.observation), MAX_OBSERVATION_CHARS)
+        for message in outcome.messages or ():
+            if isinstance(message.get("content"), str):
+                message["content"] = cap_text(message["content"], MAX_OBSERVATION_CHARS)
         self.actions.append(text)
         self.messages.append(outcome.assistant_message or {"role": "assistant", "content": text})
         self.messages.extend(outcome.messages or [{"role": "user", "content": outcome.observation}])

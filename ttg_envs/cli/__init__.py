@@ -298,7 +298,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: Exceptions that mean "the input was wrong": reported in one line with exit code 2 (``--debug``: traceback).
-USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, ImportError)
+#: Path errors (a folder where a file goes, no permission...) and out-of-range task indices included.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
+    FileExistsError,
+    PermissionError,
+    IndexError,
+    ImportError,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .._io import atomic_folder, load_folder
 from .._optional import require
 from .answer import format_answer
 from .base import CachedMeter, Estimate, History
@@ -245,17 +246,22 @@ class EncoderMeter(CachedMeter):
     # ------------------------------------------------------------------ persistence
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, *, backend: str = "auto", threads: int | None = None, **kwargs: Any) -> EncoderMeter:
-        """Load a folder written by :meth:`save_pretrained`.
+        """Load a folder written by :meth:`save_pretrained` (pinned while it loads, so a save into
+        the same folder meanwhile cannot mix two meters: :func:`~ttg_envs._io.load_folder`).
 
         ``backend``: ``light`` reads a BERT backbone on torch and ``tokenizers`` alone
         (:mod:`.light_bert`: no transformers import, the same outputs), ``transformers`` through
         transformers, ``auto`` (default) the light one where it applies. ``threads`` sets torch's
         CPU threads (``torch.set_num_threads``; None leaves torch's default).
         """
-        from . import light_bert
-
         if backend not in ("auto", "light", "transformers"):
             raise ValueError(f"backend must be auto, light or transformers, got {backend!r}")
+        return load_folder(path, lambda folder: cls._from_folder(folder, backend, threads, **kwargs))
+
+    @classmethod
+    def _from_folder(cls, path: Path, backend: str, threads: int | None, **kwargs: Any) -> EncoderMeter:
+        from . import light_bert
+
         safetensors_torch = require("safetensors.torch", "hf")
         path = Path(path)
         saved = json.loads((path / METER_CONFIG).read_text())
@@ -281,15 +287,15 @@ class EncoderMeter(CachedMeter):
         return cls(model, tokenizer, config, **kwargs)
 
     def save_pretrained(self, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> None:
-        """Write ``meter.json``, the backbone with its tokenizer, and the head weights."""
+        """Write ``meter.json``, the backbone with its tokenizer, and the head weights: the whole
+        folder appears at once, replacing any earlier one (:func:`~ttg_envs._io.atomic_folder`)."""
         safetensors_torch = require("safetensors.torch", "hf")
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        self.model.backbone.save_pretrained(path / _BACKBONE_DIR)
-        self.tokenizer.save_pretrained(path / _BACKBONE_DIR)
-        head = {k: v.detach().cpu().contiguous() for k, v in self.model.head_state_dict().items()}
-        safetensors_torch.save_file(head, str(path / _HEAD_FILE))
-        (path / METER_CONFIG).write_text(json.dumps({"kind": "encoder", "encoder": asdict(self.config), **(extra or {})}, indent=1))
+        with atomic_folder(path) as path:
+            self.model.backbone.save_pretrained(path / _BACKBONE_DIR)
+            self.tokenizer.save_pretrained(path / _BACKBONE_DIR)
+            head = {k: v.detach().cpu().contiguous() for k, v in self.model.head_state_dict().items()}
+            safetensors_torch.save_file(head, str(path / _HEAD_FILE))
+            (path / METER_CONFIG).write_text(json.dumps({"kind": "encoder", "encoder": asdict(self.config), **(extra or {})}, indent=1))
 
     # ------------------------------------------------------------------ inference
     def segments(self, history: History) -> list[Segment]:

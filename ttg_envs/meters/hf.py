@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .._io import atomic_folder, load_folder
 from .._optional import require
 from .answer import ANSWER_PREFIX, parse_answer
 from .base import CachedMeter, Estimate, History
@@ -107,7 +108,12 @@ class TransformersMeter(CachedMeter):
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs: Any) -> TransformersMeter:
-        """Load a saved meter folder (model, tokenizer and ``meter.json``) or any causal LM."""
+        """Load a saved meter folder (model, tokenizer and ``meter.json``; pinned while it loads:
+        :func:`~ttg_envs._io.load_folder`) or any causal LM."""
+        return load_folder(path, lambda folder: cls._from_folder(folder if folder.is_dir() else path, dict(kwargs)))
+
+    @classmethod
+    def _from_folder(cls, path: str | os.PathLike, kwargs: dict[str, Any]) -> TransformersMeter:
         config_path = Path(path) / METER_CONFIG
         if config_path.is_file() and "prompt" not in kwargs:
             saved = json.loads(config_path.read_text())
@@ -182,9 +188,9 @@ def save_meter(
     extra: dict[str, Any] | None = None,
     kind: str = "transformers",
 ) -> None:
-    """Save a generative meter folder: model and tokenizer files plus ``meter.json``."""
-    out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / METER_CONFIG).write_text(json.dumps({"kind": kind, "prompt": prompt.to_dict(), **(extra or {})}, indent=1))
+    """Save a generative meter folder: model and tokenizer files plus ``meter.json``. The whole
+    folder appears at once, replacing any earlier one (:func:`~ttg_envs._io.atomic_folder`)."""
+    with atomic_folder(path) as out:
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        (out / METER_CONFIG).write_text(json.dumps({"kind": kind, "prompt": prompt.to_dict(), **(extra or {})}, indent=1))

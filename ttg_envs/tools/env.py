@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..core import ParsedAction, TextEnv
+from ..core import ParsedAction, TextEnv, cap_text
+from .bounds import MAX_CALLS_PER_STEP, MAX_RESULT_CHARS, BoundExceeded, value_problem
 from .calls import ParsedResponse, ToolCall
 from .parsing import parse_tool_calls
 from .prompt import format_tool_responses, render_tools_prompt
@@ -28,6 +29,8 @@ class ToolTurn:
     assistant_message: dict[str, Any]
     messages: list[dict[str, Any]]
     observation: str
+    #: The bound a call crossed (:class:`~ttg_envs.tools.bounds.BoundExceeded`); later calls were not run.
+    bound: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -81,24 +84,45 @@ class ToolEnv(TextEnv):
         """Validate and execute ``response.calls`` in order with ``execute(call) -> result text``.
 
         Calls get deterministic ids ``call_<step>_<i>``. An invalid call is not executed and its
-        result is the validation error; an exception from ``execute`` becomes an ``Error: ...`` result.
+        result is the validation error, as is a call whose arguments cross
+        :data:`~ttg_envs.tools.bounds.ARGUMENT_BOUNDS`; an exception from ``execute`` becomes an
+        ``Error: ...`` result. A response with more than
+        :data:`~ttg_envs.tools.bounds.MAX_CALLS_PER_STEP` calls runs none of them. When ``execute``
+        raises :class:`~ttg_envs.tools.bounds.BoundExceeded` the calls after it are not run and
+        ``bound`` says why (the executor decides what is undone). Each result is cut to
+        :data:`~ttg_envs.tools.bounds.MAX_RESULT_CHARS` characters, with a marker saying how many were cut.
         """
         index = tool_index(self.callable_tools)
         calls = [c.with_id(f"call_{self.elapsed_steps}_{i}") for i, c in enumerate(response.calls)]
         results, errors = [], []
+        bound = None
+        if len(calls) > MAX_CALLS_PER_STEP:
+            bound = f"the response makes {len(calls)} calls; the bound is {MAX_CALLS_PER_STEP} per step, so none was run"
         for call in calls:
-            error = validate_call(call, index, check_types=self.check_argument_types)
+            if bound is not None:
+                error = f"Not run: {bound}."
+            else:
+                error = validate_call(call, index, check_types=self.check_argument_types) or _bounded(call)
             if error is None:
                 try:
                     result = execute(call)
+                except BoundExceeded as exc:
+                    bound = str(exc)
+                    error = f"Bound exceeded: {exc}."
+                    result = f"Error: {error}"
                 except Exception as exc:  # a backend bug must not escape step(); the model sees it
                     result = f"Error: {type(exc).__name__}: {exc}"
             else:
                 result = f"Error: {error}"
             errors.append(error)
-            results.append(result)
+            results.append(cap_text(result, MAX_RESULT_CHARS))
         assistant: dict[str, Any] = {"role": "assistant", "content": response.content}
         if calls:
             assistant["tool_calls"] = [c.openai() for c in calls]
         messages = [{"role": "tool", "tool_call_id": c.id, "name": c.name, "content": r} for c, r in zip(calls, results)]
-        return ToolTurn(calls, results, errors, assistant, messages, format_tool_responses(results))
+        return ToolTurn(calls, results, errors, assistant, messages, format_tool_responses(results), bound)
+
+
+def _bounded(call: ToolCall) -> str | None:
+    problem = value_problem(call.arguments)
+    return f"Invalid arguments for {call.name!r}: {problem}." if problem else None

@@ -147,7 +147,8 @@ def _is_type(value: Any, name: str) -> bool:
     if name == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if name == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        # math.isfinite(int) converts to float, which raises OverflowError above 1e308.
+        return isinstance(value, float) and math.isfinite(value) or isinstance(value, int) and not isinstance(value, bool)
     if name == "boolean":
         return isinstance(value, bool)
     if name == "array":

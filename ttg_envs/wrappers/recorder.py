@@ -9,6 +9,7 @@ always encodes as UTF-8 and reads back equal.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -110,14 +111,29 @@ def _line(record: dict[str, Any]) -> bytes:
 
 
 def write_trajectory(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Append one record as a JSON line with a single write (terminating a torn last line first)."""
+    """Append one record as a JSON line with a single write (terminating a torn last line first).
+
+    A write that does not complete (a full disk, a file-size limit) raises ``OSError`` and leaves
+    no partial record: the file is cut back to where the record began, unless another writer
+    appended after it meanwhile (then the torn line stays, and readers skip it).
+    """
     line = _line(record)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
-        os.write(fd, line)
+        cause: OSError | None = None
+        try:
+            written = os.write(fd, line)
+        except OSError as exc:
+            written, cause = 0, exc
+        if written < len(line):
+            if os.fstat(fd).st_size == size + written:
+                os.ftruncate(fd, size)
+            code = cause.errno if cause is not None and cause.errno else errno.ENOSPC
+            message = f"could not write the trajectory record ({written} of {len(line)} bytes); nothing of it was kept"
+            raise OSError(code, message, str(path)) from cause
     finally:
         os.close(fd)
 

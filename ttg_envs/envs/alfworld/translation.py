@@ -7,9 +7,12 @@ game's text and the engine versions, so they are kept on disk under the project'
 translating. The planner's (optimized) translation is made only when a plan is first asked for.
 
 An entry is a zlib-compressed pickle behind a header holding its key and the payload's sha256;
-an entry whose header, key or checksum does not match is rebuilt, never trusted. The entries are
-written by this library and read back by it only (pickle runs code: the cache dir is trusted like
-the site-packages it caches for).
+an entry whose header, key or checksum does not match is rebuilt, never trusted. Entries are read
+as data only (:func:`load_data`): the unpickler resolves nothing but the container types and the
+textworld / fast-downward logic classes an entry is made of, so a forged entry cannot name a
+function (``os.system``, ``eval``) to run while it loads; it fails and is rebuilt. The grammar
+expressions textworld evaluates when it writes text (``EvalSymbol``) must be text of the game's
+own grammar, or the entry is rebuilt too.
 """
 
 from __future__ import annotations
@@ -63,7 +66,53 @@ class Translation:
 
     def new_logic(self) -> Any:
         """A fresh ``GameLogic`` (PddlState adds types to it, so every load gets its own copy)."""
-        return pickle.loads(self.logic)
+        return load_data(self.logic)
+
+
+#: What an entry may be built of: these builtins and the classes of these modules (no functions).
+_DATA_BUILTINS = frozenset({"list", "dict", "set", "frozenset", "tuple", "bytes", "bytearray", "str", "int", "float", "complex", "bool"})
+_DATA_MODULES = ("textworld.logic", "textworld.envs.pddl.logic", "textworld.envs.pddl.textgen")
+_DATA_PACKAGES = ("fast_downward.translate.pddl.",)
+
+
+class _DataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "builtins" and name in _DATA_BUILTINS or module == "collections" and name in ("defaultdict", "OrderedDict"):
+            return super().find_class(module, name)
+        if module in _DATA_MODULES or module.startswith(_DATA_PACKAGES):
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"a translation cache entry may not name {module}.{name}")
+
+
+def _expressions_from(translation: Translation, game: dict[str, Any]) -> bool:
+    """True when every expression textworld will ``eval`` (its grammar's ``EvalSymbol``) is text of
+    the game's own grammar, so an entry can run no code the game file does not already hold."""
+    grammar = game.get("grammar") or ""
+    stack, seen = [translation.new_logic()], set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, (str, bytes, int, float, type(None))):
+            continue
+        seen.add(id(item))
+        if type(item).__name__ == "EvalSymbol" and not (isinstance(item.expression, str) and item.expression in grammar):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        elif hasattr(item, "__dict__"):
+            stack.extend(vars(item).values())
+    return True
+
+
+def load_data(blob: bytes) -> Any:
+    """Unpickle ``blob`` allowing only the container types and logic classes entries are made of."""
+    import io
+
+    return _DataUnpickler(io.BytesIO(blob)).load()
 
 
 def game_key(game: dict[str, Any]) -> str:
@@ -91,6 +140,15 @@ def translation_for(game: dict[str, Any]) -> Translation:
         found.origin = "memory"
         return found
     found = _read(key)
+    if found is not None:
+        try:  # the nested logic as data too, and only the game's own grammar code in it
+            problem = None if _expressions_from(found, game) else "code not in the game's grammar"
+        except Exception as exc:  # noqa: BLE001 - a forged or corrupt logic blob
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            warnings.warn(f"rebuilding corrupt ALFWorld translation cache entry {key}.bin: {problem}", stacklevel=2)
+            _path(key).unlink(missing_ok=True)
+            found = None
     if found is None:
         found = _build(key, game)
         _write(found)
@@ -197,7 +255,7 @@ def _read(key: str) -> Translation | None:
         payload = blob[start + header_len :]
         if header.get("key") != key or header.get("sha256") != hashlib.sha256(payload).hexdigest():
             raise ValueError("key or checksum mismatch")
-        data = pickle.loads(zlib.decompress(payload))
+        data = load_data(zlib.decompress(payload))
         return Translation(key, data["logic"], data["task"], data["sas"], data.get("sas_replan"), origin="disk")
     except Exception as exc:  # noqa: BLE001  (a torn, corrupt or foreign entry: rebuild it)
         warnings.warn(f"rebuilding corrupt ALFWorld translation cache entry {path.name}: {exc}", stacklevel=3)

@@ -9,6 +9,7 @@ and a call reaches a backend only through the name -> public-method table of tho
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import datetime
 import hashlib
@@ -16,10 +17,14 @@ import importlib
 import inspect
 import json
 import random
-from typing import Any, Mapping, Sequence
+import time
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from ...core import cap_text
 from ...tools import ToolCall
+from ...tools.bounds import MAX_RESULT_CHARS, STATE_BOUNDS, BoundExceeded, StateBounds, state_problem, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
+from ...tools.statecopy import copy_state
 from .data import bfcl_module
 
 
@@ -28,17 +33,29 @@ class Backends:
 
     A stateless backend's call (``MathAPI``) runs in a child process with a time limit of
     :attr:`call_timeout` seconds (:mod:`ttg_envs.tools.limits`); a stateful one runs here, with the
-    caller's ``decimal`` context and mpmath precision restored after it.
+    caller's ``decimal`` context and mpmath precision restored after it, and its instance is then
+    checked against :attr:`state_bounds` (:func:`~ttg_envs.tools.bounds.state_problem`): a call that
+    crosses one is undone (every instance back to where the step began, see :meth:`atomic`) and
+    raises :class:`~ttg_envs.tools.bounds.BoundExceeded`. Bounded state also bounds the time of the
+    backends' own calls, which walk it (``find``, ``du``, ``MessageAPI``'s id draw).
     """
 
     #: Seconds a stateless call may run; ``None`` runs it in this process without a limit.
     call_timeout: float | None = 10.0
+    #: Limits on each stateful instance after a call.
+    state_bounds: StateBounds = STATE_BOUNDS
+    #: Seconds the calls of one step (:meth:`atomic`) may take together: a call that would start
+    #: later is not run and the step is undone. One call's own time is bounded by the state bounds
+    #: (stateful) or :attr:`call_timeout` (stateless).
+    step_seconds: float = 10.0
 
     def __init__(self, involved_classes: Sequence[str], initial_config: Mapping[str, Any], *, long_context: bool):
         config = bfcl_module("bfcl_eval.constants.executable_backend_config")
         self.stateless = set(config.STATELESS_CLASSES)
         self.instances: dict[str, Any] = {}
         self.owner: dict[str, str] = {}
+        self._saved: dict[str, dict[str, Any]] | None = None
+        self._step_start: float | None = None
         for class_name in involved_classes:
             cls = getattr(importlib.import_module(config.CLASS_FILE_PATH_MAPPING[class_name]), class_name)
             instance = cls()
@@ -55,6 +72,7 @@ class Backends:
         class_name = self.owner.get(call.name)
         if class_name is None:
             return f"Error during execution: no backend function named {call.name!r}"
+        self._check_step_time()
         method = getattr(self.instances[class_name], call.name)
         if class_name in self.stateless and self.call_timeout is not None:
             try:
@@ -62,8 +80,10 @@ class Backends:
             except (ToolTimeout, ToolCrashed) as exc:
                 return f"Error during execution: {exc}"
             return value if status == "ok" else f"Error during execution: {value[1]}"
-        with preserved_numeric_state():
-            return self._run(method, call.arguments)
+        problem = value_problem(call.arguments)
+        if problem:
+            raise BoundExceeded(f"the call was not run: {problem}")
+        return self._stateful([class_name], lambda: self._run(method, call.arguments))
 
     def execute_source(self, source: str) -> str:
         """Run one harness call string (official scoring, :func:`.harness.execute_call_source`) under the
@@ -71,6 +91,7 @@ class Backends:
         the time limit, anything else here with the caller's numeric state restored."""
         from .harness import execute_call_source
 
+        self._check_step_time()
         run = lambda: execute_call_source(source, self.instances, self.owner)  # noqa: E731
         names = _called_names(source)
         if names and self.call_timeout is not None and all(self.owner.get(n) in self.stateless for n in names):
@@ -79,8 +100,43 @@ class Backends:
             except (ToolTimeout, ToolCrashed) as exc:
                 return f"Error during execution: {exc}"
             return value if status == "ok" else f"Error during execution: {value[1]}"
+        classes = sorted({self.owner[n] for n in names if self.owner.get(n) not in (None, *self.stateless)})
+        return self._stateful(classes, run)
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Make the calls inside the block one step: when one crosses a bound, every instance is put
+        back to its state before the block (not only before that call)."""
+        self._saved, self._step_start = {}, time.monotonic()
+        try:
+            yield
+        finally:
+            self._saved = self._step_start = None
+
+    def _check_step_time(self) -> None:
+        if self._step_start is not None and time.monotonic() - self._step_start > self.step_seconds:
+            self._undo(self._saved)
+            raise BoundExceeded(f"the step's calls took more than {self.step_seconds:g} s (the bound on a step's time); it was undone")
+
+    def _undo(self, saved: Mapping[str, dict[str, Any]] | None) -> None:
+        for name, attributes in (saved or {}).items():
+            live = vars(self.instances[name])
+            live.clear()
+            live.update(copy_state(attributes))
+
+    def _stateful(self, classes: Sequence[str], run: Callable[[], str]) -> str:
+        saved = self._saved if self._saved is not None else {}
+        for name in classes:
+            if name not in saved:
+                saved[name] = copy_state(vars(self.instances[name]))
         with preserved_numeric_state():
-            return run()
+            result = run()
+        for name in classes:
+            problem = state_problem(self.instances[name], self.state_bounds, where=f"{name}'s state")
+            if problem:
+                self._undo(saved)
+                raise BoundExceeded(f"the step was undone: {problem}")
+        return cap_text(result, MAX_RESULT_CHARS)
 
     @staticmethod
     def _run(method: Any, arguments: dict[str, Any]) -> str:
@@ -98,13 +154,14 @@ class Backends:
         return str(result)
 
     def copy(self) -> Backends:
-        """An independent deep copy (instances and method table)."""
-        return copy.deepcopy(self)
+        """An independent deep copy (instances and method table), made without recursion."""
+        return copy_state(self)
 
     def state_digest(self) -> str:
         """A hash of every instance's attributes, wall-clock timestamps left out (they differ between
         branches that took the same actions), RNG states included. Iterative, so state nested
-        however deep (a tweet holding a 600-deep list) hashes instead of raising."""
+        however deep (a tweet holding a 600-deep list) hashes instead of raising, and linear in the
+        number of objects (a part shared by two folders is hashed once, then referenced)."""
         h = hashlib.sha256()
         for class_name in sorted(self.instances):
             h.update(class_name.encode())
@@ -130,13 +187,15 @@ _LEAVE = object()
 
 
 def _feed(h: Any, root: Any) -> None:
-    """Hash ``root``'s canonical content (cycles marked, timestamps dropped) without recursion."""
+    """Hash ``root``'s canonical content (timestamps dropped) without recursion, in time linear in
+    the number of objects: a mutable container or object met again (shared by two folders, or a
+    cycle) is written as a reference to its first visit, as pickle's memo does, so folders copied
+    into themselves cost one visit per object, not one per path to it."""
     stack: list[Any] = [root]
-    active: set[int] = set()
+    seen: dict[int, int] = {}
     while stack:
         value = stack.pop()
         if value is _LEAVE:
-            active.discard(stack.pop())
             h.update(b")")
             continue
         if value is None or isinstance(value, (bool, float)):
@@ -149,8 +208,8 @@ def _feed(h: Any, root: Any) -> None:
             h.update(b"time;")
         elif isinstance(value, random.Random):
             h.update(repr(value.getstate()).encode())
-        elif id(value) in active:
-            h.update(b"<cycle>")
+        elif not isinstance(value, (tuple, frozenset)) and id(value) in seen:
+            h.update(f"<ref {seen[id(value)]}>".encode())
         else:
             if isinstance(value, Mapping):
                 items = sorted(((str(k), v) for k, v in value.items()), key=lambda kv: kv[0])
@@ -163,8 +222,9 @@ def _feed(h: Any, root: Any) -> None:
             else:
                 h.update(f"{type(value).__name__}:{value!r};".encode("utf-8", "surrogatepass"))
                 continue
-            active.add(id(value))
+            if not isinstance(value, (tuple, frozenset)):  # immutable: equal content, whatever its identity
+                seen[id(value)] = len(seen)
             h.update(f"{type(value).__name__}(".encode())
-            stack += [id(value), _LEAVE]
+            stack.append(_LEAVE)
             for key, item in reversed(items):
                 stack += [item, str(key)]

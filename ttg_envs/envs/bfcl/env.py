@@ -20,13 +20,17 @@ from ...tools import (
     render_tool_list,
     tool_index,
 )
+from ...tools.bounds import MAX_CALLS_PER_STEP, BoundExceeded
+from ...tools.statecopy import copy_state
 from .backends import Backends
 from .checker import check_single_turn, check_turn
 from .data import BFCLTask, bfcl_module, load_tasks, to_tool, tool_name
 from .harness import (
     MODEL_STYLES,
     HarnessDecoder,
+    TooLarge,
     call_of_source,
+    literal_bound_problem,
     single_turn_calls,
     single_turn_verdict,
     strip_reasoning,
@@ -277,7 +281,7 @@ class BFCLEnv(ToolEnv):
 
     def _snapshot(self) -> tuple[_Episode | None]:
         # A 1-tuple, never None: single-turn entries (no episode state) branch by snapshot too.
-        return (copy.deepcopy(self._episode),)
+        return (copy_state(self._episode),)
 
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
         self._episode = snapshot[0]
@@ -327,10 +331,17 @@ class BFCLEnv(ToolEnv):
             calls = single_turn_calls(task, text, self.model_style)
             verdict = single_turn_verdict(task, text, self.model_style)
             outcome = self._single_outcome(verdict, ParsedResponse(text, tuple(calls), self.model_style))
-            return _flag(outcome, self.official_error(text, [c.name for c in calls]))
+            outcome = _flag(outcome, self.official_error(text, [c.name for c in calls]))
+            bound = literal_bound_problem(task, text, self.model_style)
+            if bound:  # the harness's verdict stands (a decode failure); the step names our bound
+                outcome.action_valid, outcome.error = False, f"Bound exceeded: {bound}."
+                outcome.observation = f"{outcome.error}\n\n{outcome.observation}"
+            return outcome
         # The harness's inference loop: a step it cannot decode, or that decodes to no call, ends the turn.
         try:
             sources = HarnessDecoder(self.model_style).decode_execute(strip_reasoning(text), False)
+        except TooLarge as exc:  # a bound of ours, not a decode failure of the harness: the turn goes on
+            return self._bound_step(str(exc), text, [])
         except Exception:
             sources = []
         utils = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
@@ -340,9 +351,16 @@ class BFCLEnv(ToolEnv):
         return _flag(self._official_calls(text, sources), self.official_error(text, [call_of_source(s).name for s in sources]))
 
     def _official_calls(self, text: str, sources: list[str]) -> StepOutcome:
-        """Execute a step's decoded calls as the harness does (an unknown name is its error result)."""
+        """Execute a step's decoded calls as the harness does (an unknown name is its error result);
+        a step whose calls cross a bound is undone whole and is an invalid step naming it."""
         task, episode = self._task, self._episode
-        results = [episode.model.execute_source(s) for s in sources]
+        try:
+            if len(sources) > MAX_CALLS_PER_STEP:
+                raise BoundExceeded(f"the response makes {len(sources)} calls; the bound is {MAX_CALLS_PER_STEP} per step, so none was run")
+            with episode.model.atomic():
+                results = [episode.model.execute_source(s) for s in sources]
+        except BoundExceeded as exc:
+            return self._bound_step(str(exc), text, sources)
         episode.call_steps += 1
         episode.turn_steps += 1
         episode.results.extend(results)
@@ -367,6 +385,13 @@ class BFCLEnv(ToolEnv):
         outcome.assistant_message, outcome.messages = assistant, messages + [{"role": "user", "content": outcome.observation}]
         return outcome
 
+    def _bound_step(self, bound: str, text: str, sources: list[str]) -> StepOutcome:
+        """An invalid step that changed nothing: a call crossed a bound (named in the observation)."""
+        error = f"Bound exceeded: {bound}."
+        assistant, messages = self._transcript(text, [call_of_source(s) for s in sources], [f"Error: {error}"] * len(sources))
+        outcome = StepOutcome(observation=error, action_valid=False, error=error, assistant_message=assistant, messages=messages)
+        return self._count_turn_step(outcome)
+
     def _transcript(self, content: str, calls, results: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         calls = [c.with_id(f"call_{self.elapsed_steps}_{i}") for i, c in enumerate(calls)]
         assistant = {"role": "assistant", "content": content, "tool_calls": [c.openai() for c in calls]}
@@ -376,7 +401,17 @@ class BFCLEnv(ToolEnv):
     # ------------------------------------------------------------ multi-turn
     def _tool_step(self, response: ParsedResponse) -> StepOutcome:
         episode = self._episode
-        turn = self._run_calls(response, episode.model.execute)
+        with episode.model.atomic():
+            turn = self._run_calls(response, episode.model.execute)
+        if turn.bound is not None:
+            # The backends are back where the step began: no call of it happened.
+            error = f"Bound exceeded: {turn.bound}."
+            results = [f"Error: {error}"] * len(turn.calls)
+            messages = [dict(m, content=r) for m, r in zip(turn.messages, results)]
+            outcome = StepOutcome(
+                observation=error, action_valid=False, error=error, assistant_message=turn.assistant_message, messages=messages
+            )
+            return self._count_turn_step(outcome)
         episode.call_steps += 1
         episode.results.extend(r for r, e in zip(turn.results, turn.errors) if e is None)
         outcome = StepOutcome(

@@ -142,6 +142,19 @@ def single_turn_calls(task: BFCLTask, text: str, style: str) -> list[ToolCall]:
         return []
 
 
+def literal_bound_problem(task: BFCLTask, text: str, style: str) -> str | None:
+    """The size bound (:class:`TooLarge`) that official ``prompting`` decoding of ``text`` hits, or None."""
+    if style != "prompting" or _formats(task.category)[1] != _utils().ReturnFormat.PYTHON:
+        return None
+    try:
+        _refuse_unsafe_arithmetic(strip_reasoning(text))
+    except TooLarge as exc:
+        return str(exc)
+    except _Unsafe:
+        return None
+    return None
+
+
 # ------------------------------------------------------------------ multi-turn execution
 def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mapping[str, str]) -> str:
     """Run one call string from ``decode_execute`` (or a ground-truth call) as bfcl-eval's
@@ -236,6 +249,10 @@ class _Unsafe(ValueError):
     pass
 
 
+class TooLarge(_Unsafe):
+    """Literal arithmetic whose value would cross a size bound (named in the message); never evaluated."""
+
+
 _BINARY = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -251,8 +268,12 @@ _BINARY = {
     ast.RShift: operator.rshift,
 }
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
-_MAX_BITS = 1 << 20
+#: Bits of an integer the env computes (~4,900 digits; Python prints at most 4,300 by default).
+_MAX_BITS = 1 << 14
+#: Characters of a string, or of all strings in a list, the env computes.
 _MAX_LENGTH = 1 << 20
+#: Elements of a list (nested ones counted every time they are reached) the env computes.
+_MAX_ITEMS = 10_000
 
 
 def _bounded_arithmetic(node: ast.AST) -> Any:
@@ -276,16 +297,49 @@ def _bits(value: Any) -> int:
     return abs(value).bit_length() if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _size(value: Any) -> tuple[int, int]:
+    """(elements, characters) of a str/bytes/list/tuple as its printed form holds them: a list
+    repeated by ``*`` shares its rows, which are counted once per reference. Stops past the bounds."""
+    if isinstance(value, (str, bytes)):
+        return 0, len(value)
+    items = chars = 0
+    stack = [value]
+    while stack and items <= _MAX_ITEMS and chars <= _MAX_LENGTH:
+        item = stack.pop()
+        if isinstance(item, (str, bytes)):
+            chars += len(item)
+        elif isinstance(item, (list, tuple)):
+            items += len(item)
+            stack.extend(item)
+    return items, chars
+
+
 def _check_size(op: type, left: Any, right: Any) -> None:
-    if op is ast.Pow and _bits(left) > 1 and isinstance(right, int) and not isinstance(right, bool):
+    if op is ast.Pow and _bits(left) > 1 and _is_int(right):
         if _bits(left) * abs(right) > _MAX_BITS:
-            raise _Unsafe("the power is too large to evaluate")
-    if op is ast.LShift and isinstance(right, int) and right > _MAX_BITS:
-        raise _Unsafe("the shift is too large to evaluate")
+            raise TooLarge(f"the power would have more than {_MAX_BITS} bits (the bound on integers), so it is not evaluated")
+    if op is ast.LShift and _is_int(left) and _is_int(right) and _bits(left) + right > _MAX_BITS:
+        raise TooLarge(f"the shift would have more than {_MAX_BITS} bits (the bound on integers), so it is not evaluated")
+    if op is ast.Mult and _is_int(left) and _is_int(right) and _bits(left) + _bits(right) > _MAX_BITS:
+        raise TooLarge(f"the product would have more than {_MAX_BITS} bits (the bound on integers), so it is not evaluated")
+    grown = None
     if op is ast.Mult:
         for seq, times in ((left, right), (right, left)):
-            if isinstance(seq, (str, bytes, list, tuple)) and isinstance(times, int) and len(seq) * times > _MAX_LENGTH:
-                raise _Unsafe("the repetition is too long to evaluate")
+            if isinstance(seq, (str, bytes, list, tuple)) and _is_int(times) and times > 0:
+                items, chars = _size(seq)
+                grown = (items * times, chars * times)
+    elif op is ast.Add and isinstance(left, (str, bytes, list, tuple)) and isinstance(right, (str, bytes, list, tuple)):
+        (li, lc), (ri, rc) = _size(left), _size(right)
+        grown = (li + ri, lc + rc)
+    if grown is not None and (grown[0] > _MAX_ITEMS or grown[1] > _MAX_LENGTH):
+        raise TooLarge(
+            f"the value would hold more than {_MAX_ITEMS} elements or {_MAX_LENGTH} characters "
+            "(the bound on literal sizes), so it is not evaluated"
+        )
 
 
 def _refuse_unsafe_arithmetic(result: str) -> None:

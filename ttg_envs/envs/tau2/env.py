@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ...core import StepOutcome
 from ...tools import ParsedResponse, Tool, ToolEnv
+from ...tools.bounds import BoundExceeded, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
@@ -115,6 +116,8 @@ class Tau2Env(ToolEnv):
         self._task: Any = None
         self._episode: _Episode | None = None
         self._prefix: list[dict[str, Any]] = []
+        self._in_step = False
+        self._environment_before: Any = None
 
     # ------------------------------------------------------------ TextEnv hooks
     def _task_info(self, index: int) -> dict[str, Any]:
@@ -166,6 +169,23 @@ class Tau2Env(ToolEnv):
         return observation, {"tools": self.tools_info()}
 
     def _apply(self, response: ParsedResponse) -> StepOutcome:
+        """One agent response; if anything raises (the user's endpoint is down), the episode is put
+        back as it was before the response, so a retry of the step starts from the same state."""
+        episode = self._episode
+        saved = (len(episode.trajectory), episode.digest, episode.errors, episode.user_calls, episode.ended)
+        self._in_step, self._environment_before = True, None  # the first user-side tool call copies it (telecom)
+        try:
+            return self._apply_response(response)
+        except BaseException:
+            del episode.trajectory[saved[0] :]
+            episode.digest, episode.errors, episode.user_calls, episode.ended = saved[1:]
+            if self._environment_before is not None:
+                episode.environment = self._environment_before
+            raise
+        finally:
+            self._in_step, self._environment_before = False, None
+
+    def _apply_response(self, response: ParsedResponse) -> StepOutcome:
         if response.calls:
             return self._tool_step(response)
         if not response.message.strip():
@@ -239,6 +259,11 @@ class Tau2Env(ToolEnv):
 
         def execute(call):
             tool_call = messages.ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), requestor="assistant")
+            # Whatever can fail in recording the call fails now, before it runs (atomic steps).
+            try:
+                _fields(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[tool_call]))
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise BoundExceeded(f"the call was not run: tau2 cannot record its arguments ({exc})") from None
             result = self._tool_response(episode.environment, tool_call)
             executed.append((tool_call, result))
             return result.content or ""
@@ -248,7 +273,9 @@ class Tau2Env(ToolEnv):
             self._record(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[c for c, _ in executed]))
             for _, result in executed:
                 self._record(result)
-        episode.errors += sum(e is not None for e in turn.errors) + sum(r.error for _, r in executed)
+        # Calls not run because of a bound are not errors of their own; the bound is (at least) one.
+        refused = sum(e is not None and not e.startswith("Not run:") for e in turn.errors)
+        episode.errors += max(refused, turn.bound is not None) + sum(r.error for _, r in executed)
         outcome = StepOutcome(
             observation=turn.observation,
             action_valid=turn.valid,
@@ -287,11 +314,13 @@ class Tau2Env(ToolEnv):
         episode = self._episode
         message = episode.user.respond(incoming)
         for _ in range(self.max_user_tool_rounds):
-            if not message.is_tool_call():
-                break
+            if not message.is_tool_call() or any(value_problem(call.arguments) for call in message.tool_calls):
+                break  # a user tool call past the argument bounds is not run: the user is stopped below
             for call in message.tool_calls:
                 call.id, call.requestor = f"user_call_{episode.user_calls}", "user"
                 episode.user_calls += 1
+            if self._in_step and self._environment_before is None:  # what a failure of this step restores
+                self._environment_before = copy.deepcopy(episode.environment)
             results = [self._tool_response(episode.environment, call) for call in message.tool_calls]
             self._record(message)
             for result in results:
@@ -306,10 +335,9 @@ class Tau2Env(ToolEnv):
 
     def _record(self, message: Any) -> None:
         episode = self._episode
+        fields = _fields(message)
         episode.trajectory.append(message)
-        # Call ids are labels (they depend on the step counter, which a replay does not advance).
-        fields = message.model_dump(mode="json", exclude=_VOLATILE)
-        episode.digest = hashlib.sha256((episode.digest + json.dumps(fields, sort_keys=True)).encode()).hexdigest()
+        episode.digest = hashlib.sha256((episode.digest + fields).encode()).hexdigest()
 
     def _evaluate(self) -> dict[str, Any]:
         task = self._task
@@ -342,6 +370,12 @@ class Tau2Env(ToolEnv):
         except Exception as exc:  # e.g. an env assertion on a record the conversation never created
             return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
         return info.model_dump(mode="json")
+
+
+def _fields(message: Any) -> str:
+    """A tau2 message as the state key's JSON. Call ids are left out: they are labels that depend on
+    the step counter, which a replay does not advance."""
+    return json.dumps(message.model_dump(mode="json", exclude=_VOLATILE), sort_keys=True)
 
 
 def _is_generic(environment: Any, tool_call: Any) -> bool:

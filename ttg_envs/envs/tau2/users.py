@@ -41,9 +41,14 @@ class LLMUser:
     def respond(self, incoming: Sequence[Any]) -> Any:
         """The user's next message after ``incoming`` (the agent's text message, or tool results)."""
         message_module = tau2("tau2.data_model.message")
+        before = len(self.state.messages)
         self.state.messages.extend(incoming)
-        prompt = tau2("tau2.utils.llm_utils").to_litellm_messages(self.state.system_messages + self.state.flip_roles())
-        reply = self.endpoint.complete(prompt, self.tool_schemas)
+        try:
+            prompt = tau2("tau2.utils.llm_utils").to_litellm_messages(self.state.system_messages + self.state.flip_roles())
+            reply = self.endpoint.complete(prompt, self.tool_schemas)
+        except BaseException:
+            del self.state.messages[before:]  # a failed request leaves the user as it was
+            raise
         calls = [_call(c) for c in reply.get("tool_calls") or []]
         message = message_module.UserMessage(
             role="user",

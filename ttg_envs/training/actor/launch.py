@@ -107,7 +107,7 @@ def train(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         mini_batch_rows=args.mini_batch_rows,
         micro_batch_rows=args.micro_batch_rows,
-        task_indices=None if args.tasks is None else tuple(args.tasks),
+        task_indices=None if args.tasks is None else _listed(args.tasks),
         seed=args.seed,
         save_every=args.save_every,
         out_dir=args.out,
@@ -137,3 +137,8 @@ def train(args: argparse.Namespace) -> int:
             f"loss {last['loss']:.4f}; metrics in {Path(args.out) / 'metrics.jsonl'}"
         )
     return 0
+
+
+def _listed(tasks: Any) -> tuple[int, ...]:
+    """``--tasks`` as a tuple, refused in one line when a range of it is too long to list."""
+    return tasks.listed() if hasattr(tasks, "listed") else tuple(tasks)
