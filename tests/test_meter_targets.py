@@ -192,3 +192,21 @@ def test_noop_check_counts_a_meter_that_rewards_help_and_passes_a_plan_meter(tmp
     finally:
         env.close()
     assert report.states > 0 and report.noop_above_best == 0
+
+
+def test_idle_expert_wastes_turns_on_commands_that_leave_the_plan_unchanged():
+    idle = make_policy("ttg/ALFWorld-v0", "idle_expert", eps=1.0, seed=0)
+    env = PlanLength(make_env("ttg/ALFWorld-v0", split="train"), respond=react)
+    try:
+        _, info = env.reset(seed=0, options={"task_index": 11})
+        for _ in range(8):
+            text = idle(env)
+            command = text.split("<action>")[1].split("</action>")[0]
+            assert command.split()[0] in ("help", "look", "inventory", "examine")
+            before = (info["plan_length"], info["expert_ttg"])
+            _, _, _, _, info = env.step(text)
+            assert info["action_valid"] and info["plan_length"] == before[0] and info["expert_ttg"] == before[1]
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="idle_expert"):
+        make_policy("ttg/ALFWorld-v0", "idle_expertt")

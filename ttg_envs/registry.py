@@ -131,6 +131,7 @@ _SPECS = (
         task_pattern=r"Your task is to: ([^\n]*)",
         meter="alfworld",
         eval_splits=("valid_seen", "valid_unseen"),
+        policy_names=("expert", "noisy_expert", "idle_expert"),
         planner=True,
     ),
     EnvSpec(

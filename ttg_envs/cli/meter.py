@@ -98,6 +98,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         "expert's roll-out from every state (expert; recorded with plan lengths, ALFWorld) (default: %(default)s)",
     )
     p.add_argument(
+        "--mark-task-words",
+        action="store_true",
+        help="encoder: mark the words of each action segment that the task statement names too",
+    )
+    p.add_argument(
         "--delta-weight",
         type=float,
         help="encoder: weight of a loss on the change of the estimate between consecutive states (default: %(default)s)",

@@ -77,10 +77,29 @@ class EncoderConfig:
     include_system: bool = False
     drop_reasoning: bool = True
     turn_limit: int | None = None
+    mark_task_words: bool = False
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
 Segment = tuple[str, str]
+
+#: The marker :func:`mark_task_words` puts before a word the task statement names.
+TASK_MARK = "^"
+_WORD = re.compile(r"[A-Za-z]{3,}")
+#: Task words not worth marking: they occur in nearly every action or observation.
+_UNMARKED = frozenset("the and for with from put some that this into onto your you are look under".split())
+
+
+def mark_task_words(text: str, task: str) -> str:
+    """``text`` with :data:`TASK_MARK` before each word (3+ letters, case-insensitive) that ``task`` names too.
+
+    >>> mark_task_words("[agent] take mug 1 from desk 1", "put a clean mug in coffeemachine.")
+    '[agent] take ^mug 1 from desk 1'
+    """
+    words = {w.lower() for w in _WORD.findall(task)} - _UNMARKED
+    if not words:
+        return text
+    return _WORD.sub(lambda m: TASK_MARK + m.group(0) if m.group(0).lower() in words else m.group(0), text)
 
 
 _REASONING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
@@ -302,6 +321,8 @@ class EncoderMeter(CachedMeter):
         """The (task statement, segment) pairs the meter reads for ``history``."""
         texts = history_segments(history, self.config.include_system, self.config.drop_reasoning)
         task = self._task(task_statement(texts[0], self.config.task_pattern))
+        if self.config.mark_task_words:
+            texts = texts[:1] + [mark_task_words(text, task) for text in texts[1:]]
         return [(task, text) for text in texts]
 
     def window(self, segments: Sequence[Segment]) -> list[Segment]:

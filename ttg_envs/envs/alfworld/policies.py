@@ -1,4 +1,5 @@
-"""Scripted ALFWorld policies: the engine planner (expert) and an epsilon-noisy expert.
+"""Scripted ALFWorld policies: the engine planner (expert), an epsilon-noisy expert, and an
+epsilon-idle expert that wastes turns on commands that do nothing for the task.
 
 A policy is called with an env (any wrapper stack over ``ALFWorldEnv``) and returns the assistant
 text for the next step, in the ReAct format the env parses. The reasoning text is the same for
@@ -53,10 +54,31 @@ class NoisyExpertPolicy(NoisyPolicy):
         return react(commands[int(self.rng.integers(len(commands)))])
 
 
+class IdleExpertPolicy(NoisyPolicy):
+    """The expert with probability ``1 - eps``, otherwise a command that does nothing for the task:
+    ``help``, ``look``, ``inventory`` or an admissible ``examine`` (uniformly). Meter training data
+    with many such steps teaches that they leave the remaining work unchanged."""
+
+    expert = ExpertPolicy()
+
+    def __init__(self, eps: float = 0.3, seed: int | None = None):
+        super().__init__(eps, seed)
+        self.name = f"idle_expert_{eps:g}"
+
+    def noise(self, env) -> str:
+        """A uniformly random command among help, look, inventory and the admissible examines."""
+        commands = ["help", "look", "inventory"] + [c for c in _alfworld(env).admissible_commands if c.startswith("examine ")]
+        return react(commands[int(self.rng.integers(len(commands)))])
+
+
 #: Scripted policies by name, as ``ttg rollout --policies`` and ``scripted:<name>`` actors name them.
-POLICY_NAMES = EXPERT_POLICY_NAMES
+POLICY_NAMES = (*EXPERT_POLICY_NAMES, "idle_expert")
 
 
 def make_policy(name: str, *, seed: int | None = None, eps: float = 0.3):
-    """Build a scripted ALFWorld policy by name (``expert`` or ``noisy_expert``)."""
+    """Build a scripted ALFWorld policy by name (``expert``, ``noisy_expert`` or ``idle_expert``)."""
+    if name == "idle_expert":
+        return IdleExpertPolicy(eps=eps, seed=seed)
+    if name not in POLICY_NAMES:
+        raise ValueError(f"unknown ALFWorld policy {name!r}; choose from {POLICY_NAMES}")
     return make_expert_policy(name, ExpertPolicy, NoisyExpertPolicy, "ALFWorld", seed=seed, eps=eps)

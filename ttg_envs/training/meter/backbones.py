@@ -34,11 +34,13 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
         max_segment_tokens=args.segment_tokens,
         drop_reasoning=not args.keep_reasoning,
         turn_limit=args.turn_limit or None,
+        mark_task_words=args.mark_task_words,
     )
     if name == "tiny":
+        from ...meters.encoder import TASK_MARK
         from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
-        texts = [s for t in train for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)]
+        texts = [s for t in train for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)] + [TASK_MARK]
         tokenizer = train_wordpiece_tokenizer(texts)
         max_tokens = config.max_task_tokens + config.max_segment_tokens + 3
         backbone = tiny_encoder(tokenizer, hidden=args.hidden, max_tokens=max_tokens, seed=args.seed)

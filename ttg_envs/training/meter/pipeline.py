@@ -52,6 +52,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "targets": "recorded",
     "turn_limit": 0,
     "delta_weight": 0.0,
+    "mark_task_words": False,
     "batch_size": 16,
     "max_examples": None,
     "max_prompt_tokens": None,
