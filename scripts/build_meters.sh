@@ -12,8 +12,9 @@
 #
 # ALFWorld's meter learns from the expert's roll-out from every recorded state (--targets expert:
 # the planner's plan, its responses counted by TokenCounter) and reads the turns left (--turn-limit
-# 50), on the 540 train tasks outside the development panel (task index % 10 != 5; the panel is
-# where its settings were chosen), five policies each (expert, noisy expert at eps 0.25, 0.5, 0.75
+# 50) with the task's words marked in its action segments (--mark-task-words), on 180 train tasks
+# outside the development panel (index % 3 == 0 and index % 10 != 5; the panel, index % 10 == 5, is
+# where the settings were chosen), five policies each (expert, noisy expert at eps 0.25, 0.5, 0.75
 # and random, whose random admissible commands include help, look, inventory and examine).
 # ALFWORLD_TRAJECTORIES=DIR trains on trajectory files recorded before by the same command.
 set -euo pipefail
@@ -52,7 +53,7 @@ PYEOF
 
 build_alfworld() {
     local tasks source
-    tasks=$(seq 0 599 | awk '$1 % 10 != 5' | tr '\n' ' ')
+    tasks=$(seq 0 599 | awk '$1 % 10 != 5 && $1 % 3 == 0' | tr '\n' ' ')
     if [ -n "${ALFWORLD_TRAJECTORIES:-}" ]; then
         source="--trajectories $(ls "$ALFWORLD_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     else
@@ -61,7 +62,7 @@ build_alfworld() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/ALFWorld-v0 --splits train $source \
         --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 noisy_expert:1 \
-        --targets expert --turn-limit 50 --delta-weight "${ALFWORLD_DELTA_WEIGHT:-5}" --epochs "${ALFWORLD_EPOCHS:-6}" \
+        --targets expert --turn-limit 50 --mark-task-words --epochs 6 --val-fraction 0 \
         --out "$WORK/alfworld/train"
     $TTG eval-meter --env ttg/ALFWorld-v0 --meter "$WORK/alfworld/train/meter" --splits valid_seen valid_unseen \
         --limit 24 --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 --out "$WORK/alfworld/eval"

@@ -9,7 +9,8 @@ Offline and on a CPU by default:
 - meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of
   scripted policies of different quality, recorded through ``TokenCounter``; on envs with a
   planner its labels come from the expert's roll-out from every recorded state
-  (``targets="expert"``) and it reads the turns left (budget-aware);
+  (``targets="expert"``), it reads the turns left (budget-aware) and the task's words are marked
+  in its action segments;
 - actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
   (the planner's action with probability 0.25, a random admissible command otherwise).
 
@@ -97,8 +98,9 @@ def train_demo_meter(
 ) -> Path:
     """``ttg train-meter``'s pipeline: record ``policies`` on ``split`` (TokenCounter counts), train an encoder meter.
 
-    On envs with a planner the labels are the expert roll-out's from every state and the meter is
-    budget-aware (it reads the turns left of the env's turn limit).
+    On envs with a planner the labels are the expert roll-out's from every state, the meter is
+    budget-aware (it reads the turns left of the env's turn limit) and it marks the task's words in
+    action segments (the recipe chosen on a development panel of train tasks, see the README).
     """
     from ..registry import ENV_SPECS, env_settings
     from ..training.meter.pipeline import train_meter
@@ -119,6 +121,7 @@ def train_demo_meter(
         workers=workers,
         targets="expert" if planner else "recorded",
         turn_limit=int(limit) if planner else 0,
+        mark_task_words=planner,
     )
 
 
