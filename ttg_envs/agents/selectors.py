@@ -111,12 +111,15 @@ class GuidedSelector(NaturalSelector):
             first.setdefault(candidate.text, i)
         selection.distinct = list(first.values())
         if len(selection.distinct) > 1:
-            trials = score_actions(env, [candidates[i] for i in selection.distinct], self.method)
-            selection.deltas = [float(t.info["ttg_delta"]) for t in trials]
+            selection.deltas = self.scores(env, [candidates[i] for i in selection.distinct])
             # np.argmax returns the first maximum: ties go to the earliest sampled candidate.
             selection.chosen = selection.distinct[int(np.argmax(selection.deltas))]
         self.last = selection
         return candidates[selection.chosen]
+
+    def scores(self, env: gym.Env, candidates: Sequence[Generation]) -> list[float]:
+        """How good each distinct candidate is (higher is better): the meter's ``ttg_delta`` after it."""
+        return [float(t.info["ttg_delta"]) for t in score_actions(env, candidates, self.method)]
 
 
 class PlannerSelector(GuidedSelector):
@@ -125,28 +128,20 @@ class PlannerSelector(GuidedSelector):
     Samples ``k`` candidates like :class:`GuidedSelector`, trial-executes each distinct text in
     its own branch and keeps the one after which the planner's plan is shortest (a won step
     first; ties: the first sampled). Needs an env whose base has ``expert_plan()`` (ALFWorld).
-    ``last.deltas`` holds the negated plan lengths (higher is better), a won step ``+inf``.
+    ``last.deltas`` holds the negated plan lengths (higher is better), a won step ``+inf`` and a
+    state with no plan ``-inf``.
     """
 
-    def choose(self, env: gym.Env, candidates: Sequence[Generation | str]) -> Generation:
-        """Trial-execute ``candidates`` and return the one with the shortest plan after it."""
+    def scores(self, env: gym.Env, candidates: Sequence[Generation]) -> list[float]:
+        """Minus the planner's plan length after each candidate (``+inf`` when it wins)."""
         if not hasattr(env.unwrapped, "expert_plan"):
             raise TypeError(f"planner-guided selection needs an env with expert_plan(), got {type(env.unwrapped).__name__}")
-        candidates = [c if isinstance(c, Generation) else Generation(str(c)) for c in candidates]
-        selection = Selection(list(candidates))
-        first: dict[str, int] = {}
-        for i, candidate in enumerate(candidates):
-            first.setdefault(candidate.text, i)
-        selection.distinct = list(first.values())
-        if len(selection.distinct) > 1:
-            for trial in try_actions(env, [candidates[i] for i in selection.distinct], self.method):
-                if trial.info.get("success"):
-                    score = math.inf
-                else:
-                    length = plan_length(trial.env.unwrapped)
-                    score = -math.inf if length is None or (length == 0 and not trial.info.get("success")) else -float(length)
-                selection.deltas.append(score)
-                trial.env.close()
-            selection.chosen = selection.distinct[int(np.argmax(selection.deltas))]
-        self.last = selection
-        return candidates[selection.chosen]
+        out = []
+        for trial in try_actions(env, candidates, self.method):
+            if trial.info.get("success"):
+                out.append(math.inf)
+            else:
+                length = plan_length(trial.env.unwrapped)
+                out.append(-math.inf if not length else -float(length))  # None: timed out; 0 unwon: no plan
+            trial.env.close()
+        return out
