@@ -37,8 +37,11 @@ config["train_report"]["trajectories"]["files"] = [Path(f).name for f in config[
 config["ready"] = {
     "env_id": env_id,
     "recipe": "bash scripts/build_meters.sh " + dest.name,
-    "trained_on": {"split": train["config"]["split"], "tasks": train["config"].get("tasks") or train["config"].get("limit"),
-                   "policies": train["config"]["policies"], "epochs": train["config"]["epochs"]},
+    "trained_on": {"split": train["config"].get("split") or train["config"]["splits"][0],
+                   "tasks": train["config"].get("tasks") or train["config"].get("limit"),
+                   "trajectories": train["trajectories"]["train"],
+                   "policies": train["config"]["policies"], "epochs": train["config"]["epochs"],
+                   **{k: train["config"][k] for k in ("targets", "turn_limit", "mark_task_words") if k in train["config"]}},
     "heldout": {split: {**{k: v for k, v in report.items() if not isinstance(v, (list, dict))},
                         **({"noop": report["noop"]} if report.get("noop") else {})}
                 for split, report in heldout["reports"].items()},
