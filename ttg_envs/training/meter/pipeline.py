@@ -189,6 +189,11 @@ def train(args: argparse.Namespace) -> None:
         print(
             f"held-out prefixes: completion accuracy {held_out['completion_accuracy']:.3f}, "
             f"token accuracy {held_out['token_accuracy'] or 0:.3f}"
+            + (
+                " (against each trajectory's own outcome and TTG; an expert-target meter predicts the expert roll-out's)"
+                if args.targets == "expert"
+                else ""
+            )
         )
 
 
