@@ -13,7 +13,7 @@ from typing import Any
 from .loading import load_actor
 from .selectors import GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector
 
-__all__ = ["DEFAULT_CONDITIONS", "make_agent", "needs_meter", "parse_condition"]
+__all__ = ["DEFAULT_CONDITIONS", "default_conditions", "make_agent", "needs_meter", "parse_condition"]
 
 DEFAULT_CONDITIONS = ("natural", "random-4", "guided-4")
 _CONDITION_RE = re.compile(r"^(natural|(random|guided|planner)-(\d+))$")
@@ -27,6 +27,15 @@ def parse_condition(condition: str) -> tuple[str, int]:
     if not match or int(match.group(3) or 1) < 1:
         raise ValueError(f"condition must be natural, random-<k>, guided-<k> or planner-<k>; got {condition!r}")
     return condition.split("-")[0], int(match.group(3) or 1)
+
+
+def default_conditions(env_id: str) -> list[str]:
+    """``ttg demo``'s conditions for ``env_id``: :data:`DEFAULT_CONDITIONS`, and ``planner-4`` (the
+    ceiling) where the env has a planner (``EnvSpec.planner``)."""
+    from ..registry import ENV_SPECS
+
+    spec = ENV_SPECS.get(env_id)
+    return [*DEFAULT_CONDITIONS, *(["planner-4"] if spec is not None and spec.planner else [])]
 
 
 def needs_meter(condition: str) -> bool:

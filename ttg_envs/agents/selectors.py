@@ -8,7 +8,6 @@ itself, so only the caller's ``env.step`` advances the main env. Selectors are r
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from ..core import Generation
 from ..wrappers.branching import try_actions
-from ..wrappers.plan_length import plan_length
+from ..wrappers.plan_length import plan_cost
 from ..wrappers.progress_meter import score_actions
 from .base import Actor
 
@@ -138,10 +137,6 @@ class PlannerSelector(GuidedSelector):
             raise TypeError(f"planner-guided selection needs an env with expert_plan(), got {type(env.unwrapped).__name__}")
         out = []
         for trial in try_actions(env, candidates, self.method):
-            if trial.info.get("success"):
-                out.append(math.inf)
-            else:
-                length = plan_length(trial.env.unwrapped)
-                out.append(-math.inf if not length else -float(length))  # None: timed out; 0 unwon: no plan
+            out.append(-plan_cost(trial))
             trial.env.close()
         return out

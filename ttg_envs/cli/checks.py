@@ -174,10 +174,10 @@ def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -
             env_kwargs["user"] = tau2_user(args.actor)
             args.env_kwargs = json.dumps(env_kwargs)
     if hasattr(args, "conditions"):
-        from ..agents.conditions import DEFAULT_CONDITIONS, needs_meter
+        from ..agents.conditions import default_conditions, needs_meter
 
         if args.conditions is None:  # ttg demo: the ceiling too where the env has a planner
-            args.conditions = [*DEFAULT_CONDITIONS, *(["planner-4"] if spec is not None and spec.planner else [])]
+            args.conditions = default_conditions(args.env)
         check_conditions(args.conditions)
         guided = any(needs_meter(c) for c in args.conditions)
         if getattr(args, "meter", None) is None and guided and meter_default:

@@ -139,10 +139,9 @@ def run_demo(args: Any) -> int:
     args.tasks = args.tasks or panel["tasks"]
     args.seeds = list(args.seeds or panel["seeds"])
     if args.conditions is None:  # called without the CLI's checks
-        from ..registry import ENV_SPECS
+        from ..agents.conditions import default_conditions
 
-        spec = ENV_SPECS.get(args.env)
-        args.conditions = ["natural", "random-4", "guided-4"] + (["planner-4"] if spec is not None and spec.planner else [])
+        args.conditions = default_conditions(args.env)
     meter_split, meter_indices, tasks, note = plan_tasks(
         args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks, args.panel
     )

@@ -49,6 +49,16 @@ class BranchableWrapper(gym.Wrapper):
         return clone
 
 
+def find_wrapper(env: gym.Env, kind: type) -> Any:
+    """The outermost wrapper of type ``kind`` in ``env``'s wrapper stack, or None."""
+    current = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, kind):
+            return current
+        current = current.env
+    return None
+
+
 @dataclass
 class Trial:
     """One candidate action tried in its own branch: the step's 5-tuple and the branch itself."""

@@ -3,18 +3,34 @@ and optionally the Token-to-Go of the expert's roll-out from there."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
-from .branching import BranchableWrapper
+from .branching import BranchableWrapper, Trial, find_wrapper
 from .token_counter import TokenCounter
 
-__all__ = ["PlanLength", "plan_length"]
+__all__ = ["PlanLength", "plan_cost", "plan_length"]
+
+
+def _plan(base: Any) -> list[str] | None:
+    """The expert's plan from ``base``'s state; None after a planner timeout."""
+    plan = base.expert_plan()
+    return None if getattr(base, "last_plan_timed_out", False) else plan
 
 
 def plan_length(base: Any) -> int | None:
     """The planner's plan length from ``base``'s state (an env with ``expert_plan()``); None after a planner timeout."""
-    plan = base.expert_plan()
-    return None if getattr(base, "last_plan_timed_out", False) else len(plan)
+    plan = _plan(base)
+    return None if plan is None else len(plan)
+
+
+def plan_cost(trial: Trial) -> float:
+    """How far a trial step left the goal, lower is better: ``-inf`` when it won, the plan length
+    after it, ``+inf`` when the planner found no plan or ran out of its time limit."""
+    if trial.info.get("success"):
+        return -math.inf
+    length = plan_length(trial.env.unwrapped)
+    return math.inf if not length else float(length)
 
 
 class PlanLength(BranchableWrapper):
@@ -37,7 +53,7 @@ class PlanLength(BranchableWrapper):
     def __init__(self, env: Any, respond: Callable[[str], str] | None = None):
         super().__init__(env)
         self.respond = respond
-        self._counter = _find_counter(env) if respond is not None else None
+        self._counter = find_wrapper(env, TokenCounter) if respond is not None else None
         if respond is not None and self._counter is None:
             raise ValueError("PlanLength(respond=...) needs a TokenCounter below it to count the expert's tokens")
 
@@ -64,18 +80,9 @@ class PlanLength(BranchableWrapper):
             if self.respond is not None:
                 info["expert_ttg"] = 0
             return
-        plan = base.expert_plan()
-        timed_out = getattr(base, "last_plan_timed_out", False)
-        info["plan_length"] = None if timed_out else len(plan)
+        plan = _plan(base)
+        info["plan_length"] = None if plan is None else len(plan)
         if self.respond is not None:
             left = base.max_steps - base.elapsed_steps
-            fits = not timed_out and bool(plan) and len(plan) <= left and not getattr(base, "done", False)
+            fits = bool(plan) and len(plan) <= left and not getattr(base, "done", False)
             info["expert_ttg"] = sum(self._counter.count(self.respond(c)) for c in plan) if fits else None
-
-
-def _find_counter(env: Any) -> TokenCounter | None:
-    while env is not None:
-        if isinstance(env, TokenCounter):
-            return env
-        env = getattr(env, "env", None)
-    return None

@@ -20,7 +20,7 @@ from ..core import Generation
 from ..credit import step_costs
 from ..meters.base import Estimate, ProgressMeter
 from ..registry import env_settings
-from .branching import BranchableWrapper, Trial, branch, try_actions
+from .branching import BranchableWrapper, Trial, branch, find_wrapper, try_actions
 
 
 def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:
@@ -148,12 +148,10 @@ class ProgressMeterWrapper(BranchableWrapper):
 
 def find_meter_wrapper(env: gym.Env) -> ProgressMeterWrapper:
     """The outermost :class:`ProgressMeterWrapper` in a wrapper stack."""
-    current = env
-    while isinstance(current, gym.Wrapper):
-        if isinstance(current, ProgressMeterWrapper):
-            return current
-        current = current.env
-    raise ValueError("the env stack has no ProgressMeterWrapper")
+    wrapper = find_wrapper(env, ProgressMeterWrapper)
+    if wrapper is None:
+        raise ValueError("the env stack has no ProgressMeterWrapper")
+    return wrapper
 
 
 def _has_meter_wrapper(env: gym.Env) -> bool:

@@ -259,7 +259,6 @@ def noop_preference(
 
     from ...progress import progress_bar
     from ...wrappers import ProgressMeterWrapper, make_env
-    from ...wrappers.progress_meter import score_actions
 
     report = NoOpReport()
     winners: Counter = Counter()
@@ -273,26 +272,7 @@ def noop_preference(
             _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
             for t, i in enumerate(traj.actions):
                 if t % every == 0:
-                    commands = list(dict.fromkeys([*info["admissible_commands"], "help"]))
-                    trials = score_actions(env, [respond(c) for c in commands])
-                    plans, deltas, noop = [], [], []
-                    for trial in trials:
-                        won = bool(trial.info.get("success"))
-                        length = 0 if won else plan_length(trial.env.unwrapped)
-                        plans.append(-1 if won else (10**9 if length is None or length == 0 else length))
-                        deltas.append(float(trial.info["ttg_delta"]))
-                        noop.append(commands[len(noop)].split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True))
-                    best = min(plans)
-                    best_delta = max(d for d, p in zip(deltas, plans) if p == best)
-                    noop_deltas = [(d, c) for d, c, n in zip(deltas, commands, noop) if n]
-                    if noop_deltas:
-                        top, command = max(noop_deltas)
-                        report.states += 1
-                        if top > best_delta:
-                            report.noop_above_best += 1
-                            winners[command.split()[0]] += 1
-                        elif top == best_delta:
-                            report.noop_ties_best += 1
+                    _noop_state(env, info, respond, report, winners)
                 _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
                 if terminated or truncated:
                     break
@@ -302,3 +282,30 @@ def noop_preference(
     report.rate = report.noop_above_best / report.states if report.states else None
     report.by_command = dict(winners)
     return report
+
+
+def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any) -> None:
+    """Score every admissible command plus ``help`` from ``env``'s state and count the result in ``report``."""
+    from ...wrappers.plan_length import plan_cost
+    from ...wrappers.progress_meter import score_actions
+
+    commands = list(dict.fromkeys([*info["admissible_commands"], "help"]))
+    trials = score_actions(env, [respond(c) for c in commands])
+    costs = [plan_cost(trial) for trial in trials]
+    deltas = [float(trial.info["ttg_delta"]) for trial in trials]
+    best = min(costs)
+    best_delta = max(d for d, c in zip(deltas, costs) if c == best)
+    noop_deltas = [
+        (d, command)
+        for d, command, trial in zip(deltas, commands, trials)
+        if command.split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True)
+    ]
+    if not noop_deltas:
+        return
+    top, command = max(noop_deltas)
+    report.states += 1
+    if top > best_delta:
+        report.noop_above_best += 1
+        winners[command.split()[0]] += 1
+    elif top == best_delta:
+        report.noop_ties_best += 1

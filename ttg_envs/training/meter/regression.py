@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..._optional import require
 from ...meters.encoder import EncoderMeter
 from .datasets import Trajectory
@@ -161,21 +159,18 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     else:
         reg = last[:, 1].sum() * 0.0
     if config.delta_weight:
-        reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(segs) for segs, _, _ in batch], config, torch)
+        reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(segs) for segs, _, _ in batch], torch)
     return bce + reg
 
 
-def _delta_loss(pred: Any, y: Any, lengths: list[int], config: RegressionConfig, torch: Any) -> Any:
+def _delta_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
     """Smooth-L1 between predicted and target changes of log(1 + TTG) over consecutive prefixes of
     each trajectory (rows of ``pred``/``y`` are the prefixes, trajectory after trajectory)."""
-    starts = torch.tensor([0, *np.cumsum(lengths)[:-1].tolist()])
-    first = torch.cat([torch.arange(s, s + n - 1) for s, n in zip(starts.tolist(), lengths)]) if sum(lengths) > len(lengths) else None
-    if first is None:
-        return pred.sum() * 0.0
-    first = first.to(pred.device)
+    starts = [sum(lengths[:k]) for k in range(len(lengths))]
+    first = torch.tensor([s + t for s, n in zip(starts, lengths) for t in range(n - 1)], dtype=torch.long, device=pred.device)
     target = y[first + 1] - y[first]
     ok = ~torch.isnan(target)
-    if not ok.any():
+    if not ok.any():  # also when no trajectory has two prefixes
         return pred.sum() * 0.0
     change = pred[first + 1] - pred[first]
     return torch.nn.functional.smooth_l1_loss(change[ok], target[ok], beta=0.1)
