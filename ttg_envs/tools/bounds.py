@@ -129,9 +129,7 @@ def _state_problem(root: Any, bounds: StateBounds, where: str) -> str | None:
             continue
         if isinstance(item, _ATOMS):
             continue
-        if isinstance(item, dict):
-            children = item
-        elif isinstance(item, (list, tuple, set, frozenset)):
+        if isinstance(item, (dict, list, tuple, set, frozenset)):
             children = item
         elif hasattr(item, "__dict__") and not isinstance(item, type):
             children = vars(item)
