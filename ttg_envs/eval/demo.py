@@ -102,11 +102,11 @@ def train_demo_meter(
     budget-aware (it reads the turns left of the env's turn limit) and it marks the task's words in
     action segments (the recipe chosen on a development panel of train tasks, see the README).
     """
-    from ..registry import ENV_SPECS, env_settings
+    from ..registry import ENV_SPECS, turn_limit
     from ..training.meter.pipeline import train_meter
 
     planner = env_id in ENV_SPECS and ENV_SPECS[env_id].planner
-    limit = env_kwargs.get("max_steps") or env_settings(env_id).max_turns
+    limit = env_kwargs.get("max_steps") or turn_limit(env_id)
 
     return train_meter(
         out,

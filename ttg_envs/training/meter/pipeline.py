@@ -163,7 +163,7 @@ def train(args: argparse.Namespace) -> None:
     else:
         raise SystemExit(f"--backbone must start with encoder: or causal:, got {args.backbone!r}")
     timings["train_s"] = time.perf_counter() - start
-    from ...wrappers.progress_meter import failure_cost_for
+    from ...registry import failure_cost as failure_cost_for
     from .evaluation import evaluate_meter
 
     failure_cost = failure_cost_for(args.env)
@@ -201,9 +201,9 @@ def evaluate(args: argparse.Namespace) -> int:
     """``ttg eval-meter`` with parsed arguments (see :data:`EVAL_DEFAULTS`)."""
     device = _setup(args)
     from ...meters.loading import load_meter
+    from ...registry import failure_cost as failure_cost_for
     from ...registry import make_policy
     from ...runner import has_planner
-    from ...wrappers.progress_meter import failure_cost_for
     from .datasets import load_trajectories
     from .evaluation import evaluate_meter, label_alfworld, markdown_report, noop_preference
 
