@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ttg_envs"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_optional", "_io", "info_fields", "progress", "credit", "registry", "core", "cli_args"),
     ("tools", "tokenization"),
-    ("model_spec", "_vllm_engine"),
+    ("model_spec", "_vllm_engine", "chat_client"),
     ("meters", "retrieval"),
     ("envs",),
     ("__init__",),
