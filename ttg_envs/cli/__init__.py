@@ -97,8 +97,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..eval.demo import run_demo
+    from ..eval.demo import DemoConfig, run_demo
     from .checks import check_policy, check_splits, json_flag, resolve_selection
+    from .configs import from_args
 
     spec = ENV_SPECS.get(args.env)
     # The demo trains its own meter unless --meter is given, or the env has no split to train on.
@@ -116,7 +117,7 @@ def _demo(args: argparse.Namespace) -> int:
         for policy in args.meter_policies or ():
             check_policy(args.env, policy, "--meter-policies")
     apply_threads(args.threads)
-    return run_demo(args)
+    return run_demo(from_args(DemoConfig, args, env_kwargs=json_flag(args.env_kwargs, "--env-kwargs")))
 
 
 def apply_threads(threads: int | None) -> None:
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
+    # The demo's defaults are DemoConfig's (tests/test_cli.py checks it); importing ttg_envs.eval here would slow every command.
     de = sub.add_parser(
         "demo",
         help="offline CPU demo: train a meter, compare natural, random-4 and guided-4",
