@@ -114,6 +114,9 @@ def step_costs(
       success, +L on failure (L = ``logit_clip`` = 10).
 
     Raises ValueError when an estimate the signal needs is missing (None or NaN).
+
+    >>> step_costs([True, False], [300, None], success=True, failure_cost=16384).tolist()
+    [300.0, 16384.0, 0.0]
     """
     if signal not in _SIGNALS:
         raise ValueError(f"unknown signal {signal!r}; expected one of {_SIGNALS}")

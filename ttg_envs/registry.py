@@ -1,4 +1,4 @@
-"""The env registry: one frozen :class:`EnvSpec` per benchmark, the only place that lists them.
+"""The env registry: one frozen :class:`EnvRecord` per benchmark, the only place that lists them.
 
 Each record holds what the library knows about one env, as keywords of its registration: its
 entry point, splits, scripted policies, turn limit, paper table 4 settings (failure cost C, ...),
@@ -23,7 +23,7 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "ENV_SPECS",
     "EnvSettings",
-    "EnvSpec",
+    "EnvRecord",
     "PolicySpec",
     "env_settings",
     "env_spec",
@@ -57,7 +57,7 @@ class EnvSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EnvSpec:
+class EnvRecord:
     """One registered env.
 
     Attributes:
@@ -138,7 +138,7 @@ DEFAULT_SETTINGS = _ALFWORLD
 DEFAULT_MAX_TURNS = 50
 
 _SPECS = (
-    EnvSpec(
+    EnvRecord(
         id="ttg/ALFWorld-v0",
         entry_point="ttg_envs.envs.alfworld.env:ALFWorldEnv",
         policies="ttg_envs.envs.alfworld.policies:make_policy",
@@ -151,7 +151,7 @@ _SPECS = (
         policy_names=("expert", "noisy_expert", "idle_expert"),
         planner=True,
     ),
-    EnvSpec(
+    EnvRecord(
         id="ttg/PaperSearchQA-v0",
         entry_point="ttg_envs.envs.papersearchqa.env:PaperSearchQAEnv",
         policies="ttg_envs.envs.papersearchqa.policies:make_policy",
@@ -162,7 +162,7 @@ _SPECS = (
         eval_splits=("test",),
     ),
     # AWM ships one split: evaluation runs on it too (the shipped meter holds out 8 of its 42 tasks).
-    EnvSpec(
+    EnvRecord(
         id="ttg/AWM-v0",
         entry_point="ttg_envs.envs.awm.env:AWMEnv",
         policies="ttg_envs.envs.awm.policies:make_policy",
@@ -175,7 +175,7 @@ _SPECS = (
     # BFCL's split is a category group (or one category); tau2's a shipped task split of a domain.
     # Their turn limits are the ones their evaluations have always played (BFCL: 20 steps per user
     # turn over a whole episode of up to 100; tau2: 50 agent responses), not AWM's 20.
-    EnvSpec(
+    EnvRecord(
         id="ttg/BFCL-v0",
         entry_point="ttg_envs.envs.bfcl.env:BFCLEnv",
         policies="ttg_envs.envs.bfcl.policies:make_policy",
@@ -187,7 +187,7 @@ _SPECS = (
         train_split=None,
         policy_names=("gold", "gold_drop_last"),
     ),
-    EnvSpec(
+    EnvRecord(
         id="ttg/Tau2-v0",
         entry_point="ttg_envs.envs.tau2.env:Tau2Env",
         policies="ttg_envs.envs.tau2.policies:make_policy",
@@ -201,10 +201,10 @@ _SPECS = (
 )
 
 #: Registered env id -> its record.
-ENV_SPECS: dict[str, EnvSpec] = {spec.id: spec for spec in _SPECS}
+ENV_SPECS: dict[str, EnvRecord] = {spec.id: spec for spec in _SPECS}
 
 
-def env_spec(env_id: str) -> EnvSpec:
+def env_spec(env_id: str) -> EnvRecord:
     """The record of ``env_id``; a ``ValueError`` names the known ids when there is none."""
     try:
         return ENV_SPECS[env_id]
@@ -248,7 +248,11 @@ class PolicySpec:
 
 def parse_policy(spec: str) -> PolicySpec:
     """``name[:eps]`` -> :class:`PolicySpec`; the one parser of the scripted-policy grammar
-    (``ttg rollout``, ``train-meter`` and ``scripted:`` actors all take it)."""
+    (``ttg rollout``, ``train-meter`` and ``scripted:`` actors all take it).
+
+    >>> parse_policy("noisy_expert:0.5")
+    PolicySpec(name='noisy_expert', kwargs={'eps': 0.5}, file_label='noisy_expert-0.5')
+    """
     name, sep, eps = spec.partition(":")
     if not name:
         raise ValueError(f"a scripted policy is name[:eps], got {spec!r}")

@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from .agents.conditions import make_agent, needs_meter
-from .progress import progress_bar
+from .bars import progress_bar
 from .registry import make_policy
 from .wrappers import PlanLength, ProgressMeterWrapper, TrajectoryRecorder, make_env
 from .wrappers.recorder import sort_by_task

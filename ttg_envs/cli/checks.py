@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..registry import ENV_SPECS, EnvSpec, parse_policy
+from ..registry import ENV_SPECS, EnvRecord, parse_policy
 
 
 class FlagError(ValueError):
@@ -35,7 +35,7 @@ def json_flag(text: str, flag: str) -> dict[str, Any]:
     return value
 
 
-def check_env(env_id: str) -> EnvSpec | None:
+def check_env(env_id: str) -> EnvRecord | None:
     """The record of ``env_id`` (None for an id registered with gymnasium but not by this project)."""
     if env_id in ENV_SPECS:
         return ENV_SPECS[env_id]

@@ -48,7 +48,7 @@ class ProgressMeterWrapper(BranchableWrapper):
     Args:
         env: the env (any stack over a ``TextEnv``); usually over a ``TokenCounter``.
         meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
-        failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvSpec``).
+        failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvRecord``).
 
     A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
     turn limit) is set to count turns left from this env's ``max_steps``.

@@ -52,6 +52,15 @@ def make_env(
     ``ProgressMeterWrapper(meter, failure_cost)`` when ``meter`` is given (a meter or a
     ``load_meter`` spec, loaded once per process), then a ``TrajectoryRecorder`` appending to
     ``recorder`` (with ``record_metadata``) when that is given.
+
+    >>> from ttg_envs.meters import ScriptedMeter
+    >>> env = make_env("ttg/PaperSearchQA-v0", meter=ScriptedMeter(lambda history: (True, 120)))
+    >>> _, info = env.reset(seed=0, options={"task_index": 0})
+    >>> info["ttg"], info["ttg_cost"], env.unwrapped.max_steps
+    (120, 120.0, 6)
+    >>> _, _, _, _, info = env.step("<think>hm</think><search>kinase</search>")
+    >>> info["assistant_tokens"] > 0, info["ttg_delta"]
+    (True, 0.0)
     """
     import ttg_envs  # noqa: F401  (registers the ids)
 

@@ -135,11 +135,11 @@ def train(config: TrainConfig, launch: LaunchConfig | None = None) -> list[dict[
     if checkpoint is not None:
         trainer.resume(checkpoint)
         print(f"resumed from {checkpoint} (step {trainer.step_index})")
-    history = trainer.train()
-    if history:
-        last = history[-1]
+    metrics = trainer.train()
+    if metrics:
+        last = metrics[-1]
         print(
             f"step {last['step']}: reward {last['reward_mean']:.3f}, success {last['success_rate']:.3f}, "
             f"loss {last['loss']:.4f}; metrics in {Path(config.out_dir) / 'metrics.jsonl'}"
         )
-    return history
+    return metrics

@@ -184,7 +184,7 @@ class Trainer:
         history = []
         bar = None
         if progress:
-            from ...progress import progress_bar
+            from ...bars import progress_bar
 
             bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
         while self.step_index < total:

@@ -114,7 +114,7 @@ def train_causal(name: str, train: list, settings: MeterTrainConfig, device: str
         grpo_cfg = GRPOConfig(
             lr=settings.grpo_lr or (2e-4 if tiny else 3e-6), steps=settings.grpo_steps, group_size=settings.group_size, seed=settings.seed
         )
-        history = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg)
-        stats["grpo_reward_first_last"] = [history[0]["reward"], history[-1]["reward"]]
-        stats["grpo_steps"] = len(history)
+        steps = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg)
+        stats["grpo_reward_first_last"] = [steps[0]["reward"], steps[-1]["reward"]]
+        stats["grpo_steps"] = len(steps)
     return TransformersMeter(model, tokenizer, prompt=prompt, batch_size=settings.batch_size), stats
