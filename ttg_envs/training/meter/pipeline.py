@@ -35,6 +35,22 @@ def _setup(config: MeterRunConfig) -> str:
     return config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def _record(config: MeterRunConfig, split: str, out: Path, *, plan_lengths: bool) -> list[Path]:
+    """The trajectory files of ``config.policies`` recorded on ``split`` under ``out/trajectories``."""
+    return collect_trajectories(
+        config.env,
+        config.env_kwargs,
+        split,
+        config.policies,
+        out / "trajectories",
+        limit=config.limit,
+        tasks=config.tasks,
+        seed=config.seed,
+        workers=config.workers,
+        plan_lengths=plan_lengths,
+    )
+
+
 def train_meter(
     out: str | Path,
     *,
@@ -81,22 +97,7 @@ def train(config: MeterTrainConfig) -> None:
     if config.trajectories:
         paths = [Path(p) for p in config.trajectories]
     else:
-        paths = [
-            p
-            for split in config.splits
-            for p in collect_trajectories(
-                config.env,
-                config.env_kwargs,
-                split,
-                config.policies,
-                out / "trajectories",
-                limit=config.limit,
-                tasks=config.tasks,
-                seed=config.seed,
-                workers=config.workers,
-                plan_lengths=config.targets == "expert",
-            )
-        ]
+        paths = [p for split in config.splits for p in _record(config, split, out, plan_lengths=config.targets == "expert")]
     timings["record_s"] = time.perf_counter() - start
     trajectories = load_trajectories(paths)
     train, val = split_trajectories(trajectories, config.val_fraction, seed=config.seed)
@@ -165,20 +166,7 @@ def evaluate(config: MeterEvalConfig) -> int:
             sets.setdefault(str(traj.task.get("split", "given")), []).append(traj)
     else:
         for split in config.splits:
-            sets[split] = load_trajectories(
-                collect_trajectories(
-                    config.env,
-                    env_kwargs,
-                    split,
-                    config.policies,
-                    out / "trajectories",
-                    limit=config.limit,
-                    tasks=config.tasks,
-                    seed=config.seed,
-                    workers=config.workers,
-                    plan_lengths=config.labels != "none",
-                )
-            )
+            sets[split] = load_trajectories(_record(config, split, out, plan_lengths=config.labels != "none"))
     reports = {}
     timings = {}
     for name, trajectories in sets.items():
