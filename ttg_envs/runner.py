@@ -42,6 +42,7 @@ __all__ = [
     "policy_seed",
     "run_episode",
     "run_tasks",
+    "split_tasks",
     "spread_indices",
 ]
 
@@ -87,6 +88,21 @@ def _probe(env_id: str, kwargs_key: str) -> tuple[int, bool]:
 def num_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> int:
     """How many tasks ``gym.make(env_id, **env_kwargs)`` serves (a probe env, once per process and kwargs)."""
     return _probe(env_id, _key(env_kwargs or {}))[0]
+
+
+def split_tasks(
+    env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, tasks: Sequence[int] | None = None, limit: int | None = None
+) -> tuple[int, ...]:
+    """The task indices a run plays of the split ``env_kwargs`` names: ``tasks`` (checked against the
+    split's size), else ``limit`` of them spread over it (:func:`spread_indices`), else all."""
+    n = num_tasks(env_id, env_kwargs)
+    if tasks is None:
+        return spread_indices(n, limit)
+    bad = next((int(i) for i in tasks if not 0 <= int(i) < n), None)  # lazily: a range of --tasks may be huge
+    if bad is not None:
+        split = (env_kwargs or {}).get("split")
+        raise ValueError(f"task indices must lie in 0..{n - 1} for split {split!r}; got {bad}")
+    return tuple(int(i) for i in tasks)
 
 
 def has_planner(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
