@@ -65,7 +65,7 @@ class TTGAgentLoop(AgentLoopBase):
         runtime, mask, logprobs, token_step = list(prompt_ids), [], [], []
         reward, params = 0.0, {**sampling_params, "max_tokens": limits.max_tokens_per_turn}
         # The env's own limit ends the episode (BFCL's official scoring may raise it above max_turns).
-        for turn in range(env.unwrapped.max_steps):
+        for turn in range(getattr(env.unwrapped, "max_steps", None) or limits.max_turns):
             out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime, sampling_params=params)
             merged, mask, logprobs = await self.ct_merge_assistant_token(
                 runtime,
