@@ -29,9 +29,8 @@ import numpy as np
 from .agents.conditions import make_agent, needs_meter
 from .bars import progress_bar
 from .registry import make_policy
-from .wrappers import PlanLength, ProgressMeterWrapper, TrajectoryRecorder, make_env
+from .wrappers import PlanLength, make_env, wrap_env
 from .wrappers.recorder import sort_by_task
-from .wrappers.stack import cached_meter
 
 __all__ = [
     "POLICY_SEED_STRIDE",
@@ -216,10 +215,13 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
             guided = task.condition is not None and needs_meter(task.condition)
             key = (guided and _meter_key(task.meter), _key(task.meter_kwargs), task.record, task.record_label)
             if key not in stacks:
-                env = ProgressMeterWrapper(base, cached_meter(task.meter, **task.meter_kwargs)) if guided else base
-                if task.record:
-                    env = TrajectoryRecorder(env, task.record, metadata={"policy": task.record_label or task.name})
-                stacks[key] = env
+                stacks[key] = wrap_env(
+                    base,
+                    meter=task.meter if guided else None,
+                    meter_kwargs=dict(task.meter_kwargs),
+                    recorder=task.record or None,
+                    record_metadata={"policy": task.record_label or task.name},
+                )
             results.append(run_episode(stacks[key], task.agent(), task_index=task.task_index, seed=task.seed, policy_name=task.name))
             if progress:
                 progress(1)
