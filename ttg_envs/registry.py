@@ -22,15 +22,17 @@ __all__ = [
     "DEFAULT_MAX_TURNS",
     "DEFAULT_SETTINGS",
     "ENV_SPECS",
-    "EnvSettings",
     "EnvRecord",
+    "EnvSettings",
     "PolicySpec",
+    "default_actor",
     "env_settings",
     "env_spec",
     "failure_cost",
     "make_policy",
     "parse_policy",
     "policy_factory",
+    "train_split",
     "turn_limit",
 ]
 
@@ -222,6 +224,19 @@ def turn_limit(env_id: str | None) -> int:
     """The turn limit of ``env_id`` (:data:`DEFAULT_MAX_TURNS` for an env with no record)."""
     spec = ENV_SPECS.get(env_id) if env_id else None
     return spec.max_turns if spec else DEFAULT_MAX_TURNS
+
+
+def default_actor(env_id: str) -> str:
+    """The scripted actor evaluations of ``env_id`` use by default (``EnvRecord.default_actor``; the
+    noisy expert at eps 0.75 for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return spec.default_actor if spec else "scripted:noisy_expert:0.75"
+
+
+def train_split(env_id: str) -> str | None:
+    """The split meters and actors of ``env_id`` train on by default (``train`` for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return spec.train_split if spec else "train"
 
 
 def failure_cost(env_id: str | None) -> float:

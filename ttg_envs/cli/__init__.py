@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_workers, positive_int
-from ..registry import ENV_SPECS
+from ..registry import ENV_SPECS, train_split
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -110,7 +110,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(args.meter_note)
     if args.meter is None:
         if args.meter_split is None:
-            args.meter_split = spec.train_split if spec else "train"
+            args.meter_split = train_split(args.env)
         check_splits(args.env, [args.meter_split], json_flag(args.env_kwargs, "--env-kwargs"), flag="--meter-split")
         if args.meter_policies is None and spec is not None and "noisy_expert" not in spec.policy_names:
             args.meter_policies = list(spec.policy_names)

@@ -76,7 +76,7 @@ class DemoConfig:
     def resolved(self) -> DemoConfig:
         """A copy with the env's and the panel's defaults filled in."""
         from ..agents.conditions import default_conditions
-        from ..registry import ENV_SPECS
+        from ..registry import ENV_SPECS, default_actor, train_split
 
         spec = ENV_SPECS.get(self.env)
         panel = PANELS[self.panel]
@@ -84,10 +84,10 @@ class DemoConfig:
             self,
             splits=list(self.splits or (spec.eval_splits if spec else ())),
             conditions=list(self.conditions) if self.conditions is not None else default_conditions(self.env),
-            actor=self.actor or (spec.default_actor if spec else "scripted:noisy_expert:0.75"),
+            actor=self.actor or default_actor(self.env),
             seeds=list(self.seeds or panel["seeds"]),
             tasks=self.tasks or panel["tasks"],
-            meter_split=(self.meter_split or (spec.train_split if spec else "train")) if self.meter is None else self.meter_split,
+            meter_split=(self.meter_split or train_split(self.env)) if self.meter is None else self.meter_split,
         )
 
 
