@@ -88,7 +88,7 @@ def train_encoder_meter(
 ) -> list[float]:
     """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)

@@ -81,7 +81,7 @@ def sft(
 ) -> list[float]:
     """Fine-tune ``model`` in place on ``examples``; returns the loss of every optimizer step."""
     torch = require("torch", "hf")
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     prompt = prompt or PromptConfig()
     count = token_counter(tokenizer)
