@@ -153,3 +153,16 @@ def test_extend_equals_reading_the_longer_history(one_torch_thread):
             step = model.extend(short[:, 3], vectors[:, 4], None if turns is None else turns[:, 4])
         assert torch.allclose(step, full[:, 4], atol=1e-5)
         assert torch.allclose(short[:, 3], states[:, 3], atol=1e-6)
+
+
+def test_train_meter_command_with_noop_siblings(tiny_game, tmp_path, capsys):
+    import json
+
+    from ttg_envs.cli import main
+
+    env = ["--env-kwargs", json.dumps({"game_files": str(tiny_game)}), "--workers", "1", "--limit", "1"]
+    args = ["train-meter", *env, "--policies", "expert", "noisy_expert:0.5", "--targets", "expert", "--turn-limit", "50"]
+    assert main([*args, "--noop-siblings", "2", "--epochs", "1", "--hidden", "16", "--val-fraction", "0", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "train_report.json").read_text())
+    assert report["config"]["noop_siblings"] == 2 and report["timings"]["siblings_s"] > 0
+    assert "no-op siblings from 2 trajectories" in capsys.readouterr().out

@@ -113,6 +113,18 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: weight of a loss on the change of the estimate between consecutive states (default: %(default)s)",
     )
     p.add_argument(
+        "--noop-siblings",
+        type=int,
+        help="encoder, expert targets, envs with a planner: at every 3rd state of each training trajectory, try N commands "
+        "that do nothing (look, inventory, examine, help) in branches and train the meter to rank them against the step "
+        "taken (0: none; default: %(default)s)",
+    )
+    p.add_argument(
+        "--sibling-weight",
+        type=float,
+        help="encoder: weight of the loss on a no-op sibling's estimate against the step taken (default: %(default)s)",
+    )
+    p.add_argument(
         "--turn-limit",
         type=int,
         help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",

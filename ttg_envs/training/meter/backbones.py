@@ -42,7 +42,8 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         from ...meters.encoder import TASK_MARK
         from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
-        texts = [s for t in train for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)] + [TASK_MARK]
+        histories = [t.messages for t in train] + [s.messages for t in train for s in t.siblings]
+        texts = [s for h in histories for s in history_segments(h, drop_reasoning=config.drop_reasoning)] + [TASK_MARK]
         tokenizer = train_wordpiece_tokenizer(texts)
         max_tokens = config.max_task_tokens + config.max_segment_tokens + 3
         backbone = tiny_encoder(tokenizer, hidden=settings.hidden, max_tokens=max_tokens, seed=settings.seed)
@@ -63,6 +64,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         seed=settings.seed,
         targets=settings.targets,
         delta_weight=settings.delta_weight,
+        sibling_weight=settings.sibling_weight,
     )
     losses = train_encoder_meter(meter, train, rc)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}

@@ -51,6 +51,8 @@ class MeterTrainConfig(MeterRunConfig):
     turn_limit: int = 0
     delta_weight: float = 0.0
     mark_task_words: bool = False
+    noop_siblings: int = 0
+    sibling_weight: float = 1.0
     batch_size: int = 16
     max_examples: int | None = None
     max_prompt_tokens: int | None = None

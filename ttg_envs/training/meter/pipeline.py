@@ -102,6 +102,21 @@ def train(config: MeterTrainConfig) -> None:
     trajectories = load_trajectories(paths)
     train, val = split_trajectories(trajectories, config.val_fraction, seed=config.seed)
     print(f"{len(trajectories)} trajectories from {len(paths)} files: {len(train)} train, {len(val)} held out")
+    if config.noop_siblings:
+        from ...registry import make_policy
+        from .siblings import add_noop_siblings
+
+        start = time.perf_counter()
+        made = add_noop_siblings(
+            train,
+            config.env,
+            respond=make_policy(config.env, "expert").respond,
+            per_state=config.noop_siblings,
+            seed=config.seed,
+            env_kwargs=config.env_kwargs,
+        )
+        timings["siblings_s"] = time.perf_counter() - start
+        print(f"{made} no-op siblings from {len(train)} trajectories")
     kind, _, name = config.backbone.partition(":")
     start = time.perf_counter()
     if kind == "encoder":

@@ -54,7 +54,7 @@ def add_noop_siblings(
     (``turn_limit - t - 1``; default: the env's ``max_steps``), else None (the expert would no
     longer finish).
     """
-    from ...progress import progress_bar
+    from ...bars import progress_bar
     from ...wrappers import make_env
 
     made = 0
