@@ -68,6 +68,15 @@ def test_siblings_are_deterministic_and_honour_every_and_per_state(recorded):
         assert [s.step for s in traj.siblings] == list(range(0, traj.num_steps, 2))
 
 
+def test_always_tried_commands_come_first(recorded):
+    trajectories = load_trajectories(recorded)
+    add_noop_siblings(trajectories, ENV, respond=react, turn_limit=50, every=1, per_state=2, always=("help",), progress=False)
+    for traj in trajectories:
+        firsts = [s for s in traj.siblings if s is next(x for x in traj.siblings if x.step == s.step)]
+        assert [command_of(s.messages[traj.actions[s.step]]["content"]) for s in firsts] == ["help"] * traj.num_steps
+        assert len(traj.siblings) == 2 * traj.num_steps
+
+
 def test_a_sibling_that_leaves_too_few_turns_has_no_target(recorded):
     traj = load_trajectories(recorded)[0]
     plan = traj.plan_lengths[0]

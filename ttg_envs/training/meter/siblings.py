@@ -40,6 +40,7 @@ def add_noop_siblings(
     turn_limit: int | None = None,
     every: int = 3,
     per_state: int = 2,
+    always: Sequence[str] = (),
     seed: int = 0,
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
@@ -48,7 +49,8 @@ def add_noop_siblings(
 
     Replays each trajectory in a fresh env of its split (checking that the engine gives back the
     recorded transcript), and at states ``t = 0, every, 2 * every, ...`` before its last action
-    tries ``per_state`` no-op commands drawn with ``random.Random(f"{seed}:{id}:{t}")``, written as
+    tries ``per_state`` no-op commands: those of ``always`` that are no-ops there first, the rest drawn
+    with ``random.Random(f"{seed}:{id}:{t}")``, written as
     ``respond(command)`` (the expert's format), each in its own branch. A sibling's target is the
     state's own ``expert_ttg`` while the state's plan still fits in the turns left after the no-op
     (``turn_limit - t - 1``; default: the env's ``max_steps``), else None (the expert would no
@@ -74,7 +76,7 @@ def add_noop_siblings(
                     if env.messages != traj.prefix(t):
                         raise ValueError(f"{traj.id}: the engine's transcript left the recorded one before action {t}")
                     limit = env.max_steps if turn_limit is None else turn_limit
-                    siblings += _state_siblings(env, info, traj, t, respond, limit, per_state, seed)
+                    siblings += _state_siblings(env, info, traj, t, respond, limit, per_state, always, seed)
                 _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
                 if terminated or truncated:
                     break
@@ -87,13 +89,23 @@ def add_noop_siblings(
 
 
 def _state_siblings(
-    env: Any, info: dict[str, Any], traj: Trajectory, t: int, respond: Callable[[str], str], turn_limit: int, per_state: int, seed: int
+    env: Any,
+    info: dict[str, Any],
+    traj: Trajectory,
+    t: int,
+    respond: Callable[[str], str],
+    turn_limit: int,
+    per_state: int,
+    always: Sequence[str],
+    seed: int,
 ) -> list[Sibling]:
     """Up to ``per_state`` no-op siblings of state ``t`` (never the trajectory's own next action)."""
     taken = traj.messages[traj.actions[t]]["content"]
     commands = [c for c in noop_commands(info.get("admissible_commands") or []) if respond(c) != taken]
+    first = [c for c in commands if c in always][:per_state]
+    rest = [c for c in commands if c not in first]
     rng = random.Random(f"{seed}:{traj.id}:{t}")
-    chosen = rng.sample(commands, min(per_state, len(commands)))
+    chosen = first + rng.sample(rest, min(per_state - len(first), len(rest)))
     plan = traj.plan_lengths[t]
     fits = traj.expert_ttg[t] is not None and plan is not None and plan <= turn_limit - t - 1
     out = []
