@@ -161,3 +161,21 @@ def add_workers(p: argparse.ArgumentParser, default: int = 2, help: str = "worke
 def add_out(p: argparse.ArgumentParser, default: str, help: str = "report folder") -> None:
     """``--out DIR``."""
     p.add_argument("--out", default=default, help=f"{help} (default: %(default)s)")
+
+
+def add_report_to(p: argparse.ArgumentParser, *, episode_tables: bool = False) -> None:
+    """``--report-to`` (experiment trackers, as transformers' ``report_to`` spells them) and, for the
+    actor trainer, ``--log-episodes-every`` (a table of sampled episodes every N steps)."""
+    p.add_argument(
+        "--report-to",
+        default="none",
+        help="experiment trackers: a comma list of tensorboard, wandb (WANDB_MODE=offline needs no account), "
+        "or all (the installed ones), or none (default: %(default)s; the 'track' extra installs both)",
+    )
+    if episode_tables:
+        p.add_argument(
+            "--log-episodes-every",
+            type=int,
+            default=10,
+            help="send the trackers a table of sampled episodes every N steps (0: never; default: %(default)s)",
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_out, add_seed, add_tasks
+from ..cli_args import add_env, add_out, add_report_to, add_seed, add_tasks
 
 _TRAIN = """Train an actor with DeltaTTG (or the grpo, dapo, gigpo, hgpo baselines) on one node.
 
@@ -67,17 +67,21 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
     )
     p.add_argument("--vllm-memory", type=float, default=0.35, help="vLLM gpu_memory_utilization (default: %(default)s)")
+    add_report_to(p, episode_tables=True)
     p.set_defaults(func=_checked(launch.train))
 
 
 def _checked(func):
-    """``func`` after the ``--meter`` and ``--env-kwargs`` checks (a wrong meter fails before the policy loads)."""
+    """``func`` after the ``--meter``, ``--env-kwargs`` and ``--report-to`` checks (a wrong meter or a
+    missing tracker fails before the policy loads)."""
 
     def run(args: argparse.Namespace):
+        from ..training.tracking import check_trackers, parse_report_to
         from .checks import check_meter
 
         if args.meter not in (None, "turns"):
             check_meter(args.meter)
+        check_trackers(parse_report_to(args.report_to))
         return func(args)
 
     return run

@@ -129,7 +129,12 @@ def train(args: argparse.Namespace) -> int:
     if checkpoint is not None:
         trainer.resume(checkpoint)
         print(f"resumed from {checkpoint} (step {trainer.step_index})")
-    history = trainer.train()
+    reporter = _reporter(args, config, tokenizer, trainer.step_index)
+    trainer.reporter = reporter
+    try:
+        history = trainer.train()
+    finally:
+        reporter.close()
     if history:
         last = history[-1]
         print(
@@ -137,6 +142,17 @@ def train(args: argparse.Namespace) -> int:
             f"loss {last['loss']:.4f}; metrics in {Path(args.out) / 'metrics.jsonl'}"
         )
     return 0
+
+
+def _reporter(args: argparse.Namespace, config: Any, tokenizer: Any, start_step: int) -> Any:
+    """The step line plus the ``--report-to`` trackers, which get the resolved config."""
+    from dataclasses import asdict
+
+    from ..tracking import RunReporter, open_trackers, parse_report_to
+
+    names = parse_report_to(getattr(args, "report_to", None))
+    trackers = open_trackers(names, args.out, {**asdict(config), "model": args.model, "meter": args.meter}, start_step)
+    return RunReporter(trackers, tokenizer=tokenizer, table_every=getattr(args, "log_episodes_every", 10))
 
 
 def _listed(tasks: Any) -> tuple[int, ...]:

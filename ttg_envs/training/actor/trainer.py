@@ -28,6 +28,7 @@ import numpy as np
 from ... import credit
 from ..._optional import require
 from ...agents.window import PromptWindow
+from ...meters.timed import TimedMeter
 from ...registry import env_settings
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
@@ -143,6 +144,8 @@ class Trainer:
         generator: how rollouts sample (default :class:`HFGenerator` on ``model``). A generator
             with ``load_weights(model)``, such as :class:`VLLMGenerator`, gets the policy's
             weights after every update and on resume.
+        reporter: the per-step hook (:class:`~ttg_envs.training.tracking.RunReporter`: step line,
+            trackers, episode tables); default: the step line alone when :meth:`train` shows progress.
     """
 
     def __init__(
@@ -154,6 +157,7 @@ class Trainer:
         meter: Any = None,
         ref_model: Any = None,
         generator: TokenGenerator | None = None,
+        reporter: Any = None,
     ):
         torch = require("torch", "hf")
         self.config = config.resolved()
@@ -162,6 +166,9 @@ class Trainer:
         self.model = model
         self.tokenizer = tokenizer
         self.meter = meter
+        self._timed_meter = TimedMeter(meter) if meter is not None else None
+        self.reporter = reporter
+        self.last_episodes: list[Episode] = []
         self.ref_model = None
         if self.config.kl_coef > 0:
             self.ref_model = ref_model if ref_model is not None else copy.deepcopy(model)
@@ -178,22 +185,21 @@ class Trainer:
         """Run until ``steps`` (default ``config.steps``) iterations are done; returns their metrics."""
         total = self.config.steps if steps is None else steps
         history = []
-        bar = None
-        if progress:
-            from ...progress import progress_bar
+        reporter = self.reporter
+        if reporter is None and progress:
+            from ..tracking import RunReporter
 
-            bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
+            reporter = RunReporter()
+        if reporter is not None:
+            reporter.start(total, self.step_index)
         while self.step_index < total:
             metrics = self.step()
             history.append(metrics)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
+            if reporter is not None:
+                reporter.step(metrics, self.last_episodes)
             every = self.config.save_every
             if self.step_index == total or (every and self.step_index % every == 0):
                 self.save()
-        if bar is not None:
-            bar.close()
         return history
 
     def step(self) -> dict[str, Any]:
@@ -217,6 +223,8 @@ class Trainer:
         else:
             generated = episodes = self.rollout(rng)
         rollout_s = time.perf_counter() - start
+        meter_s = self._timed_meter.take() if self._timed_meter is not None else 0.0
+        self.last_episodes = generated
         rows: list[Row] = []
         if episodes:
             advantages = (
@@ -231,6 +239,8 @@ class Trainer:
             warning = no_signal_warning([e.reward for e in episodes], [e.group for e in episodes], [r.advantage for r in rows])
             if warning:
                 _log.warning("step %d: %s", self.step_index + 1, warning)
+        update_start = time.perf_counter()
+        lr = float(self.optimizer.param_groups[0]["lr"])
         if rows:
             terms = self.update(rows, rng)
             self._sync_generator()
@@ -245,10 +255,15 @@ class Trainer:
             "turns_mean": float(np.mean([e.num_steps for e in generated])),
             "response_tokens": int(sum(len(r.action) for r in rows)),
             "advantage_abs_mean": float(np.mean([abs(r.advantage) for r in rows])) if rows else 0.0,
+            "advantage_std": float(np.std([r.advantage for r in rows])) if rows else 0.0,
+            "episode_tokens_mean": float(np.mean([sum(len(a) for a in e.actions) for e in generated])),
+            "lr": lr,
             "varied_groups": varied_groups([e.reward for e in episodes], [e.group for e in episodes]),
             **extra,
             **terms,
             "rollout_s": rollout_s,
+            "meter_s": meter_s,
+            "update_s": time.perf_counter() - update_start,
             "step_s": time.perf_counter() - start,
         }
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -421,7 +436,7 @@ class Trainer:
                 make_env(
                     cfg.env_id,
                     tokenizer=self.tokenizer,
-                    meter=self.meter,
+                    meter=self._timed_meter,
                     failure_cost=cfg.failure_cost,
                     max_steps=cfg.max_turns,
                     **cfg.env_kwargs,

@@ -16,8 +16,10 @@ def _task_pattern(env_id: str) -> str | None:
     return spec.task_pattern if spec else None
 
 
-def train_encoder(name: str, train: list, args: argparse.Namespace, device: str):
-    """An encoder meter (``encoder:tiny``, ``encoder:minilm`` or a folder) trained on ``train``; (meter, stats)."""
+def train_encoder(name: str, train: list, args: argparse.Namespace, device: str, reporter: Any = None):
+    """An encoder meter (``encoder:tiny``, ``encoder:minilm`` or a folder) trained on ``train``; (meter, stats).
+
+    ``reporter`` (a :class:`~ttg_envs.training.tracking.RunReporter`) gets every step's loss as ``encoder/*``."""
     from ...meters.encoder import (
         EncoderConfig,
         EncoderMeter,
@@ -62,12 +64,14 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
         targets=args.targets,
         delta_weight=args.delta_weight,
     )
-    losses = train_encoder_meter(meter, train, rc)
+    losses = train_encoder_meter(meter, train, rc, on_step=reporter.stage("encoder/") if reporter else None)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}
 
 
-def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
-    """A generative meter (``causal:tiny`` or a causal LM) trained by SFT, then GRPO; (meter, stats)."""
+def train_causal(name: str, train: list, args: argparse.Namespace, device: str, reporter: Any = None):
+    """A generative meter (``causal:tiny`` or a causal LM) trained by SFT, then GRPO; (meter, stats).
+
+    ``reporter`` (a :class:`~ttg_envs.training.tracking.RunReporter`) gets every step as ``sft/*`` and ``grpo/*``."""
     import torch
 
     from ...meters.hf import TransformersMeter
@@ -100,7 +104,7 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
         model.gradient_checkpointing_enable()  # 6k-token meter prompts on a 4B model
     model.to(device)
     sft_cfg = SFTConfig(lr=args.sft_lr or (2e-3 if tiny else 1e-5), epochs=args.sft_epochs, batch_size=args.batch_size, seed=args.seed)
-    sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg)
+    sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg, on_step=reporter.stage("sft/") if reporter else None)
     stats: dict[str, Any] = {
         "examples": len(examples),
         "sft_steps": len(sft_losses),
@@ -110,7 +114,7 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
         grpo_cfg = GRPOConfig(
             lr=args.grpo_lr or (2e-4 if tiny else 3e-6), steps=args.grpo_steps, group_size=args.group_size, seed=args.seed
         )
-        history = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg)
+        history = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg, on_step=reporter.stage("grpo/") if reporter else None)
         stats["grpo_reward_first_last"] = [history[0]["reward"], history[-1]["reward"]]
         stats["grpo_steps"] = len(history)
     return TransformersMeter(model, tokenizer, prompt=prompt, batch_size=args.batch_size), stats

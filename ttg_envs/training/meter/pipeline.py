@@ -61,6 +61,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "grpo_steps": 0,
     "grpo_lr": None,
     "group_size": 8,
+    "report_to": "none",
     "out": "runs/meter",
 }
 #: ``ttg eval-meter``'s settings and their defaults (``meter`` has none: it is required).
@@ -125,6 +126,19 @@ def train_meter(
 def train(args: argparse.Namespace) -> None:
     """``ttg train-meter`` with parsed arguments (see :data:`TRAIN_DEFAULTS` for their names)."""
     device = _setup(args)
+    from ..tracking import RunReporter, open_trackers, parse_report_to
+
+    # Opened first: a missing tracker fails before the recording starts.
+    config = {k: v for k, v in vars(args).items() if k != "func"}
+    reporter = RunReporter(open_trackers(parse_report_to(getattr(args, "report_to", None)), args.out, config), console=False)
+    try:
+        _train(args, device, reporter)
+    finally:
+        reporter.close()
+
+
+def _train(args: argparse.Namespace, device: str, reporter: Any) -> None:
+    """:func:`train` once its device and trackers are set up."""
     from .backbones import train_causal, train_encoder
     from .datasets import load_trajectories, split_trajectories
 
@@ -157,9 +171,9 @@ def train(args: argparse.Namespace) -> None:
     kind, _, name = args.backbone.partition(":")
     start = time.perf_counter()
     if kind == "encoder":
-        meter, train_stats = train_encoder(name, train, args, device)
+        meter, train_stats = train_encoder(name, train, args, device, reporter)
     elif kind == "causal":
-        meter, train_stats = train_causal(name, train, args, device)
+        meter, train_stats = train_causal(name, train, args, device, reporter)
     else:
         raise SystemExit(f"--backbone must start with encoder: or causal:, got {args.backbone!r}")
     timings["train_s"] = time.perf_counter() - start
@@ -168,6 +182,8 @@ def train(args: argparse.Namespace) -> None:
 
     failure_cost = failure_cost_for(args.env)
     held_out = evaluate_meter(meter, val, failure_cost=failure_cost).to_dict() if val else None
+    reporter.log(held_out or {}, reporter.steps, prefix="held_out/")
+    reporter.log(timings, reporter.steps, prefix="time/")
     report = {
         "backbone": args.backbone,
         "device": device,
