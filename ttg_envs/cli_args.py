@@ -179,3 +179,17 @@ def add_report_to(p: argparse.ArgumentParser, *, episode_tables: bool = False) -
             default=10,
             help="send the trackers a table of sampled episodes every N steps (0: never; default: %(default)s)",
         )
+
+
+def add_lora(p: argparse.ArgumentParser, *, merge: bool = False) -> None:
+    """``--lora-r``, ``--lora-alpha``, ``--lora-targets`` (peft LoRA adapters; the ``lora`` extra) and, for
+    the actor trainer, ``--lora-merge``."""
+    p.add_argument("--lora-r", type=int, default=0, help="train a LoRA adapter of this rank instead of every weight (0: full fine-tuning)")
+    p.add_argument("--lora-alpha", type=float, default=None, help="LoRA scale numerator (default: 2 x rank)")
+    p.add_argument(
+        "--lora-targets",
+        default=None,
+        help="comma list of module names to adapt, e.g. q_proj,v_proj (default: every linear layer but the LM head)",
+    )
+    if merge:
+        p.add_argument("--lora-merge", action="store_true", help="also write OUT/merged: the policy with its adapter merged in")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_out, add_report_to, add_seed, add_tasks
+from ..cli_args import add_env, add_lora, add_out, add_report_to, add_seed, add_tasks
 
 _TRAIN = """Train an actor with DeltaTTG (or the grpo, dapo, gigpo, hgpo baselines) on one node.
 
@@ -68,6 +68,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--vllm-memory", type=float, default=0.35, help="vLLM gpu_memory_utilization (default: %(default)s)")
     add_report_to(p, episode_tables=True)
+    add_lora(p, merge=True)
     p.set_defaults(func=_checked(launch.train))
 
 
@@ -82,6 +83,8 @@ def _checked(func):
         if args.meter not in (None, "turns"):
             check_meter(args.meter)
         check_trackers(parse_report_to(args.report_to))
+        if args.lora_r and args.rollout == "vllm":
+            raise ValueError("--rollout vllm with --lora-r: vLLM rollouts of a LoRA policy are not wired yet; use --rollout hf")
         return func(args)
 
     return run

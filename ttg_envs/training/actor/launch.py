@@ -47,20 +47,32 @@ def _tiny_policy(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _load_policy(args: argparse.Namespace, env_kwargs: dict[str, Any], device: str) -> tuple[Any, Any, Any]:
-    """Policy, tokenizer and the frozen reference (the same base weights)."""
+    """Policy, tokenizer and the frozen reference (the same base weights; None for a LoRA policy,
+    whose reference is its base with the adapter off)."""
     torch = require("torch", "hf")
+    from ..lora import LoraSettings, add_lora
+
+    lora = LoraSettings.from_flags(getattr(args, "lora_r", None), getattr(args, "lora_alpha", None), getattr(args, "lora_targets", None))
     if args.model == "tiny":
         model, tokenizer = _tiny_policy(args.env, env_kwargs)
-        reference = copy.deepcopy(model)  # the same seeded initial weights on every (re)start
+        reference = None if lora else copy.deepcopy(model)  # the same seeded initial weights on every (re)start
+        base = args.model
+        if lora:  # a random model has no spec to reload an adapter on: keep it beside the run
+            base = str((Path(args.out) / "base-policy").resolve())
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
     else:
         from ...model_spec import load_causal_lm, resolve_model
 
         dtype = getattr(torch, args.dtype) if device.startswith("cuda") else torch.float32
         source = resolve_model(args.model, dtype=dtype)
         model, tokenizer = load_causal_lm(source)
-        reference, _ = load_causal_lm(source)
+        reference = None if lora else load_causal_lm(source)[0]
         model.gradient_checkpointing_enable()
-    return model.to(device), tokenizer, reference.to(device)
+        base = args.model
+    if lora:
+        model = add_lora(model, lora, base=base)
+    return model.to(device), tokenizer, reference.to(device) if reference is not None else None
 
 
 def _generator(args: argparse.Namespace, model: Any, tokenizer: Any, device: str) -> Any:
@@ -71,6 +83,8 @@ def _generator(args: argparse.Namespace, model: Any, tokenizer: Any, device: str
         args.rollout == "auto" and device.startswith("cuda") and importlib.util.find_spec("vllm") is not None
     )
     if not use_vllm:
+        return None
+    if getattr(args, "lora_r", None):  # vLLM rollouts of a LoRA policy are not wired (ttg train refuses --rollout vllm)
         return None
     from .rollout import VLLMGenerator
 
@@ -135,6 +149,10 @@ def train(args: argparse.Namespace) -> int:
         history = trainer.train()
     finally:
         reporter.close()
+    if getattr(args, "lora_merge", False):
+        from ..lora import export_merged
+
+        print(f"merged policy (adapter folded into the base) in {export_merged(model, tokenizer, Path(args.out) / 'merged')}")
     if history:
         last = history[-1]
         print(

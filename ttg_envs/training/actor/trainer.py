@@ -30,6 +30,7 @@ from ..._optional import require
 from ...agents.window import PromptWindow
 from ...meters.timed import TimedMeter
 from ...registry import env_settings
+from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
@@ -140,7 +141,9 @@ class Trainer:
         tokenizer: its tokenizer, with a chat template.
         meter: a progress meter (``load_meter``); required by ``delta_ttg``.
         ref_model: the frozen reference policy for the KL term (default: a copy of ``model`` taken
-            now; pass the base model when resuming so that the KL stays anchored to it).
+            now; pass the base model when resuming so that the KL stays anchored to it). For a LoRA
+            policy (:func:`~ttg_envs.training.lora.add_lora`) the default is the same model with its
+            adapter off: the base, with no second copy in memory.
         generator: how rollouts sample (default :class:`HFGenerator` on ``model``). A generator
             with ``load_weights(model)``, such as :class:`VLLMGenerator`, gets the policy's
             weights after every update and on resume.
@@ -171,7 +174,7 @@ class Trainer:
         self.last_episodes: list[Episode] = []
         self.ref_model = None
         if self.config.kl_coef > 0:
-            self.ref_model = ref_model if ref_model is not None else copy.deepcopy(model)
+            self.ref_model = ref_model if ref_model is not None else (AdapterOff(model) if is_lora(model) else copy.deepcopy(model))
             self.ref_model.eval().requires_grad_(False)
         self.generator = generator or HFGenerator(model, tokenizer)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.config.lr, weight_decay=0.0)
@@ -386,7 +389,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | Path | None = None) -> Path:
-        """Write the policy (HF format), optimizer state and step count; returns the folder."""
+        """Write the policy (HF format; a LoRA policy's adapter only), optimizer state and step count; returns the folder."""
         torch = require("torch", "hf")
         folder = Path(path) if path is not None else self.out_dir / f"{_CHECKPOINT_PREFIX}{self.step_index}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -404,8 +407,11 @@ class Trainer:
         """
         torch = require("torch", "hf")
         folder = Path(path)
-        saved = type(self.model).from_pretrained(folder / "model", dtype=next(self.model.parameters()).dtype)
-        self.model.load_state_dict(saved.state_dict())
+        if is_lora(self.model):  # the checkpoint holds the adapter only
+            load_adapter_weights(self.model, folder / "model")
+        else:
+            saved = type(self.model).from_pretrained(folder / "model", dtype=next(self.model.parameters()).dtype)
+            self.model.load_state_dict(saved.state_dict())
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
         self.step_index = json.loads((folder / "trainer_state.json").read_text())["step"]
         self._sync_generator()
