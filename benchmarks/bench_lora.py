@@ -41,7 +41,14 @@ def measure(mode: str, rank: int, targets: str, rows: int, prompt_tokens: int, t
         reference = load_causal_lm(spec, dtype="float32")[0]  # what ttg train loads for the KL term
     loaded_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     config = TrainConfig(
-        env_id="ttg/ALFWorld-v0", lr=1e-4, kl_coef=0.01, entropy_coef=0.0, ppo_epochs=1, mini_batch_rows=rows, micro_batch_rows=4
+        env_id="ttg/ALFWorld-v0",
+        estimator="grpo",
+        lr=1e-4,
+        kl_coef=0.01,
+        entropy_coef=0.0,
+        ppo_epochs=1,
+        mini_batch_rows=rows,
+        micro_batch_rows=4,
     )
     trainer = Trainer(config, model, tokenizer, ref_model=reference)
     text = "You are in the middle of a room. Looking quickly around you, you see a cabinet, a countertop and a fridge. " * 40

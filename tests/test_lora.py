@@ -186,3 +186,30 @@ def test_lora_on_smollm2_trains_only_the_adapter_and_reloads_by_spec(tmp_path):
     assert resumed.step_index == 2
     for (n, p), (_, q) in zip(model.named_parameters(), fresh.named_parameters()):
         torch.testing.assert_close(p, q, msg=n)
+
+
+def test_train_meter_causal_sft_with_lora_saves_an_adapter_that_load_meter_reads(tiny_game, tmp_path):
+    pytest.importorskip("alfworld")
+    from safetensors.torch import load_file
+
+    from ttg_envs.cli import main
+    from ttg_envs.meters import TransformersMeter, load_meter
+
+    out = tmp_path / "run"
+    args = ["train-meter", "--env-kwargs", json.dumps({"game_files": str(tiny_game)}), "--workers", "1", "--limit", "1"]
+    args += ["--policies", "expert", "noisy_expert:1", "--backbone", "causal:tiny", "--hidden", "32", "--batch-size", "4"]
+    args += ["--max-examples", "16", "--max-prompt-tokens", "128", "--sft-lr", "1e-2", "--val-fraction", "0", "--out", str(out)]
+    assert main([*args, "--lora-r", "4", "--lora-targets", "q_proj,v_proj"]) == 0
+    folder = out / "meter"
+    assert (folder / "adapter_config.json").is_file() and not (folder / "model.safetensors").exists()
+    meter = load_meter(str(folder))
+    assert isinstance(meter, TransformersMeter) and is_lora(meter.model)
+    # SFT moved the adapter only: the loaded base equals the saved untrained base, the adapter is not 0.
+    base = load_file(str(out / "meter-base" / "model.safetensors"))
+    loaded = {
+        n.removeprefix("base_model.model.").replace(".base_layer", ""): p for n, p in meter.model.named_parameters() if "lora_" not in n
+    }
+    assert set(loaded) == set(base) and all(torch.equal(loaded[n], base[n]) for n in base)
+    assert any(p.abs().sum() > 0 for n, p in meter.model.named_parameters() if "lora_B" in n)
+    assert meter.estimate([[{"role": "user", "content": "Your task is to: put a mug in the sink."}]])[0] is not None
+    assert main([*args, "--backbone", "encoder:tiny", "--lora-r", "4"]) == 2  # the encoder meter has no LoRA

@@ -16,6 +16,10 @@ can be passed as keyword arguments (they win over the spec's).
 GGUF files are dequantized by transformers on every load (16-30 s for a 135M model on 2 cores), so
 :func:`load_causal_lm` keeps the converted model in the project's cache folder, keyed by the file's
 content hash and the transformers version, and later loads read that (about a second).
+
+A folder holding a peft adapter (``adapter_config.json``, as ``ttg train --lora-r`` checkpoints and
+LoRA meters save) is its base model (``base_model_name_or_path``, itself a model spec) with the
+adapter on top, not merged, so it computes exactly what was trained (the ``lora`` extra).
 """
 
 from __future__ import annotations

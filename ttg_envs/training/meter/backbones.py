@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from pathlib import Path
 from typing import Any
 
 __all__ = ["train_causal", "train_encoder"]
@@ -29,6 +30,8 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str,
     )
     from .regression import RegressionConfig, train_encoder_meter
 
+    if getattr(args, "lora_r", 0):
+        raise ValueError("--lora-r trains causal meters (--backbone causal:...); the encoder meter's head is small already")
     config = EncoderConfig(
         hidden=args.hidden,
         task_pattern=_task_pattern(args.env),
@@ -76,6 +79,7 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str, 
 
     from ...meters.hf import TransformersMeter
     from ...meters.prompt import PromptConfig
+    from ..lora import LoraSettings, add_lora
     from .datasets import build_examples
     from .grpo import GRPOConfig, grpo
     from .sft import SFTConfig, sft
@@ -102,6 +106,14 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str, 
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
         model.gradient_checkpointing_enable()  # 6k-token meter prompts on a 4B model
+    lora = LoraSettings.from_flags(getattr(args, "lora_r", 0), getattr(args, "lora_alpha", None), getattr(args, "lora_targets", None))
+    if lora:  # SFT and GRPO train the adapter only; the meter folder holds it, on the base's spec
+        base = name
+        if tiny:  # a random model has no spec to reload the adapter on: keep it beside the meter
+            base = str((Path(args.out) / "meter-base").resolve())
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
+        model = add_lora(model, lora, base=base)
     model.to(device)
     sft_cfg = SFTConfig(lr=args.sft_lr or (2e-3 if tiny else 1e-5), epochs=args.sft_epochs, batch_size=args.batch_size, seed=args.seed)
     sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg, on_step=reporter.stage("sft/") if reporter else None)

@@ -62,6 +62,9 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "grpo_lr": None,
     "group_size": 8,
     "report_to": "none",
+    "lora_r": 0,
+    "lora_alpha": None,
+    "lora_targets": None,
     "out": "runs/meter",
 }
 #: ``ttg eval-meter``'s settings and their defaults (``meter`` has none: it is required).
