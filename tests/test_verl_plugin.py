@@ -304,6 +304,17 @@ def test_reward_score_is_the_token_level_reward(verl, monkeypatch):
     for i in range(2):
         assert out.batch["advantages"][i][mask[i]].tolist() == pytest.approx([expected[i]] * int(mask[i].sum()), rel=1e-5)
         assert (out.batch["advantages"][i][~mask[i]] == 0).all()
+    # Every ttg estimator through verl's compute_advantage equals the plugin's own batch function on the
+    # loop's rows (delta_ttg reads the meter fields the loop's TTG_METER wrote).
+    from ttg_envs.training.actor.verl_plugin import ESTIMATOR_NAMES
+
+    for name in ESTIMATOR_NAMES:
+        got = ray_trainer.compute_advantage(batch, adv_estimator=name, config=None).batch["advantages"]
+        direct = batch_advantages(
+            name, batch.batch["token_level_rewards"], batch.batch["response_mask"], batch.non_tensor_batch["uid"], batch.non_tensor_batch
+        )
+        torch.testing.assert_close(got, direct, msg=name)
+        assert (got[~mask] == 0).all() and got[mask].abs().sum() > 0, name
 
 
 def test_launch_config_composes_for_the_classic_trainer(verl):

@@ -177,6 +177,8 @@ class Trainer:
             self.ref_model = ref_model if ref_model is not None else (AdapterOff(model) if is_lora(model) else copy.deepcopy(model))
             self.ref_model.eval().requires_grad_(False)
         self.generator = generator or HFGenerator(model, tokenizer)
+        if is_lora(model) and hasattr(self.generator, "load_weights"):
+            raise ValueError("a LoRA policy samples through transformers: weight syncing to vLLM (load_weights) is not wired for adapters")
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.config.lr, weight_decay=0.0)
         self.step_index = 0
         self.out_dir = Path(self.config.out_dir)
