@@ -213,3 +213,24 @@ def test_train_meter_causal_sft_with_lora_saves_an_adapter_that_load_meter_reads
     assert any(p.abs().sum() > 0 for n, p in meter.model.named_parameters() if "lora_B" in n)
     assert meter.estimate([[{"role": "user", "content": "Your task is to: put a mug in the sink."}]])[0] is not None
     assert main([*args, "--backbone", "encoder:tiny", "--lora-r", "4"]) == 2  # the encoder meter has no LoRA
+
+
+def test_ttg_train_with_lora_resumes_into_the_adapter_and_exports_a_merged_policy(tmp_path, capsys):
+    from ttg_envs.cli import main
+    from ttg_envs.model_spec import load_causal_lm
+
+    args = ["train", "--env", ENV_ID, "--model", "tiny", "--meter", "turns", "--tasks-per-step", "1", "--group-size", "2"]
+    args += ["--max-turns", "2", "--max-tokens-per-turn", "4", "--lr", "1e-2", "--kl-coef", "0.01", "--out", str(tmp_path)]
+    args += ["--lora-r", "4", "--lora-merge"]
+    assert main([*args, "--steps", "1"]) == 0
+    assert main([*args, "--steps", "2"]) == 0
+    assert "resumed from" in capsys.readouterr().out
+    adapter = tmp_path / "checkpoint-2" / "model"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str((tmp_path / "base-policy").resolve())
+    loaded, tok = load_causal_lm(f"hf:{adapter}")
+    merged, _ = load_causal_lm(str(tmp_path / "merged"))
+    assert is_lora(loaded) and not is_lora(merged)
+    ids = _ids(tok, "Task 0: name a colour.")
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, loaded(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
