@@ -163,12 +163,13 @@ def add_out(p: argparse.ArgumentParser, default: str, help: str = "report folder
     p.add_argument("--out", default=default, help=f"{help} (default: %(default)s)")
 
 
-def add_report_to(p: argparse.ArgumentParser, *, episode_tables: bool = False) -> None:
+def add_report_to(p: argparse.ArgumentParser, defaults: Any, *, episode_tables: bool = False) -> None:
     """``--report-to`` (experiment trackers, as transformers' ``report_to`` spells them) and, for the
-    actor trainer, ``--log-episodes-every`` (a table of sampled episodes every N steps)."""
+    actor trainer, ``--log-episodes-every`` (a table of sampled episodes every N steps); their defaults
+    are the fields of the same names of ``defaults`` (the command's config class)."""
     p.add_argument(
         "--report-to",
-        default="none",
+        default=defaults.report_to,
         help="experiment trackers: a comma list of tensorboard, wandb (WANDB_MODE=offline needs no account), "
         "or all (the installed ones), or none (default: %(default)s; the 'track' extra installs both)",
     )
@@ -176,20 +177,30 @@ def add_report_to(p: argparse.ArgumentParser, *, episode_tables: bool = False) -
         p.add_argument(
             "--log-episodes-every",
             type=int,
-            default=10,
+            default=defaults.log_episodes_every,
             help="send the trackers a table of sampled episodes every N steps (0: never; default: %(default)s)",
         )
 
 
-def add_lora(p: argparse.ArgumentParser, *, merge: bool = False) -> None:
+def add_lora(p: argparse.ArgumentParser, defaults: Any, *, merge: bool = False) -> None:
     """``--lora-r``, ``--lora-alpha``, ``--lora-targets`` (peft LoRA adapters; the ``lora`` extra) and, for
-    the actor trainer, ``--lora-merge``."""
-    p.add_argument("--lora-r", type=int, default=0, help="train a LoRA adapter of this rank instead of every weight (0: full fine-tuning)")
-    p.add_argument("--lora-alpha", type=float, default=None, help="LoRA scale numerator (default: 2 x rank)")
+    the actor trainer, ``--lora-merge``; their defaults are the fields of ``defaults`` (the config class)."""
+    p.add_argument(
+        "--lora-r",
+        type=int,
+        default=defaults.lora_r,
+        help="train a LoRA adapter of this rank instead of every weight (0: full fine-tuning)",
+    )
+    p.add_argument("--lora-alpha", type=float, default=defaults.lora_alpha, help="LoRA scale numerator (default: 2 x rank)")
     p.add_argument(
         "--lora-targets",
-        default=None,
+        default=defaults.lora_targets,
         help="comma list of module names to adapt, e.g. q_proj,v_proj (default: every linear layer but the LM head)",
     )
     if merge:
-        p.add_argument("--lora-merge", action="store_true", help="also write OUT/merged: the policy with its adapter merged in")
+        p.add_argument(
+            "--lora-merge",
+            action="store_true",
+            default=defaults.lora_merge,
+            help="also write OUT/merged: the policy with its adapter merged in",
+        )

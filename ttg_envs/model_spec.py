@@ -13,9 +13,9 @@ can be passed as keyword arguments (they win over the spec's).
   otherwise after one hub request (no retries) with a message naming both the local path checked
   and the network error.
 
-GGUF files are dequantized by transformers on every load (16-30 s for a 135M model on 2 cores), so
+GGUF files are dequantized by transformers on every load (slow even for a 135M model), so
 :func:`load_causal_lm` keeps the converted model in the project's cache folder, keyed by the file's
-content hash and the transformers version, and later loads read that (about a second).
+content hash and the transformers version, and later loads read that.
 
 A folder holding a peft adapter (``adapter_config.json``, as ``ttg train --lora-r`` checkpoints and
 LoRA meters save) is its base model (``base_model_name_or_path``, itself a model spec) with the

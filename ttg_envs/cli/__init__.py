@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_workers, positive_int
-from ..registry import ENV_SPECS
+from ..registry import ENV_SPECS, train_split
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -98,8 +98,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..eval.demo import run_demo
+    from ..eval.demo import DemoConfig, run_demo
     from .checks import check_policy, check_splits, json_flag, resolve_selection
+    from .configs import from_args
 
     spec = ENV_SPECS.get(args.env)
     # The demo trains its own meter unless --meter is given, or the env has no split to train on.
@@ -110,14 +111,14 @@ def _demo(args: argparse.Namespace) -> int:
         print(args.meter_note)
     if args.meter is None:
         if args.meter_split is None:
-            args.meter_split = spec.train_split if spec else "train"
+            args.meter_split = train_split(args.env)
         check_splits(args.env, [args.meter_split], json_flag(args.env_kwargs, "--env-kwargs"), flag="--meter-split")
         if args.meter_policies is None and spec is not None and "noisy_expert" not in spec.policy_names:
             args.meter_policies = list(spec.policy_names)
         for policy in args.meter_policies or ():
             check_policy(args.env, policy, "--meter-policies")
     apply_threads(args.threads)
-    return run_demo(args)
+    return run_demo(from_args(DemoConfig, args, env_kwargs=json_flag(args.env_kwargs, "--env-kwargs")))
 
 
 def apply_threads(threads: int | None) -> None:
@@ -255,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
+    # The demo's defaults are DemoConfig's (tests/test_cli.py checks it); importing ttg_envs.eval here would slow every command.
     de = sub.add_parser(
         "demo",
         help="offline CPU demo: train a meter, compare natural, random-4 and guided-4",

@@ -10,7 +10,7 @@ continues the same W&B run and drops TensorBoard events after the checkpoint's s
 
 Both come with the ``track`` extra; a missing one is a one-line error naming it.
 :class:`RunReporter` ties the trackers to the trainer's per-step hook and prints the step line a
-person watching the run reads (:class:`~ttg_envs.progress.StepLog`).
+person watching the run reads (:class:`~ttg_envs.bars.StepLog`).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def episode_rows(episodes: Sequence[Any], tokenizer: Any = None, n: int = 4, cha
 
 
 class RunReporter:
-    """The trainer's per-step hook: the step line (:class:`~ttg_envs.progress.StepLog`), the trackers'
+    """The trainer's per-step hook: the step line (:class:`~ttg_envs.bars.StepLog`), the trackers'
     scalars and, every ``table_every`` steps (0: never), a table of ``table_rows`` sampled episodes.
 
     Args:
@@ -254,7 +254,7 @@ class RunReporter:
 
     def start(self, total: int, initial: int = 0) -> None:
         """A run (or a resumed one) of ``total`` steps begins at step ``initial``."""
-        from ..progress import StepLog
+        from ..bars import StepLog
 
         self._line = StepLog(total, initial=initial, desc=self.desc, file=self.file) if self.console else None
 

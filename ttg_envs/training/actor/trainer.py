@@ -29,7 +29,7 @@ from ... import credit
 from ..._optional import require
 from ...agents.window import PromptWindow
 from ...meters.timed import TimedMeter
-from ...registry import env_settings
+from ...registry import env_settings, turn_limit
 from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
@@ -95,12 +95,12 @@ class TrainConfig:
     out_dir: str = "runs/train"
 
     def resolved(self) -> TrainConfig:
-        """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id``."""
+        """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id`` (the turn limit
+        from its registry record, the one ``ttg eval`` plays)."""
         table = env_settings(self.env_id)
         names = {
             "tasks_per_step": "batch_size",
             "group_size": "group_size",
-            "max_turns": "max_turns",
             "max_tokens_per_turn": "max_tokens_per_turn",
             "lr": "lr",
             "kl_coef": "kl_coef",
@@ -109,10 +109,14 @@ class TrainConfig:
             "top_p": "top_p",
             "ppo_epochs": "ppo_epochs",
             "failure_cost": "failure_cost",
-            "rho": "rho",
-            "cap": "cap",
         }
         filled = {ours: getattr(table, theirs) for ours, theirs in names.items() if getattr(self, ours) is None}
+        if self.max_turns is None:
+            filled["max_turns"] = turn_limit(self.env_id)
+        if self.rho is None:
+            filled["rho"] = credit.RHO
+        if self.cap is None:
+            filled["cap"] = credit.CAP
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {self.estimator!r}; expected one of {ESTIMATORS}")
         return replace(self, **filled)
@@ -232,9 +236,7 @@ class Trainer:
         self.last_episodes = generated
         rows: list[Row] = []
         if episodes:
-            advantages = (
-                episode_advantages(episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap).double().numpy()
-            )
+            advantages = episode_advantages(episodes, cfg.estimator, rho=cfg.rho, cap=cfg.cap).double().numpy()
             rows = [
                 Row(prompt, action, float(advantages[b, t]))
                 for b, episode in enumerate(episodes)

@@ -84,7 +84,7 @@ def sft(
 
     ``on_step`` gets each step's ``loss`` and ``lr`` (an experiment tracker's hook)."""
     torch = require("torch", "hf")
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     prompt = prompt or PromptConfig()
     count = token_counter(tokenizer)

@@ -1,4 +1,4 @@
-"""Progress bars that also report when nobody watches a terminal (nohup, SLURM, CI logs).
+"""Terminal progress bars (tqdm) that also report when nobody watches a terminal (nohup, SLURM, CI logs); not the progress meter.
 
 On a terminal :func:`progress_bar` is an ordinary tqdm bar. When stderr is not a terminal, tqdm
 would either stay silent (``disable=None``) or fill the log with carriage returns; instead the bar
