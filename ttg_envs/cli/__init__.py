@@ -7,6 +7,7 @@
 ``ttg eval``: an actor under natural, random-of-k and meter-guided best-of-k selection, over seeds.
 ``ttg demo``: offline on a CPU: train a meter on scripted trajectories, then natural vs random-4 vs guided-4.
 ``ttg serve``: an env as an OpenEnv server (one env stack per session; forks for branching).
+``ttg plot``: training curves of runs against the step and against actor tokens (paper figure 3).
 """
 
 from __future__ import annotations
@@ -176,6 +177,7 @@ commands:
   train-meter         record trajectories and train a progress meter on them
   eval-meter          measure a progress meter on tasks it never saw
   train               DeltaTTG (or baseline) actor training on one node, paper table 4 settings per env
+  plot                training curves of runs vs step and vs actor tokens (paper figure 3)
   generate-alfworld   regenerate the bundled offline ALFWorld tasks from their seed
 
 Every command takes --env (default ttg/ALFWorld-v0); splits, meter and scripted actor follow the env
@@ -200,6 +202,7 @@ that the engine and the bundled tasks work); --record also writes the trajectori
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``ttg``: every subcommand, its flags declared through :mod:`ttg_envs.cli_args`."""
     from .meter import add_eval_meter, add_train_meter
+    from .plot import add_plot
     from .serve import add_serve
     from .train import add_train
 
@@ -293,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_meter(sub)
     add_eval_meter(sub)
     add_train(sub)
+    add_plot(sub)
     add_serve(sub)
     # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)

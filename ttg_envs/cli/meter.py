@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_limit, add_out, add_seed, add_splits, add_tasks, add_workers, positive_int
+from ..cli_args import add_env, add_limit, add_lora, add_out, add_report_to, add_seed, add_splits, add_tasks, add_workers, positive_int
 from ..training.meter.pipeline import EVAL_DEFAULTS, TRAIN_DEFAULTS, MeterEvalConfig, MeterTrainConfig
 
 
@@ -137,6 +137,8 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpo-steps", type=int, help="causal: GRPO steps after SFT (default: %(default)s)")
     p.add_argument("--grpo-lr", type=float, help="causal: GRPO learning rate (default 3e-6; 2e-4 for tiny)")
     p.add_argument("--group-size", type=int)
+    add_report_to(p, MeterTrainConfig)
+    add_lora(p, MeterTrainConfig)
     add_out(p, "", help="output folder; the meter goes to OUT/meter")
     # splits and policies follow --env unless given (None here; see _following_the_env)
     p.set_defaults(**pipeline.TRAIN_DEFAULTS, func=_following_the_env(pipeline.train, "train-meter"))

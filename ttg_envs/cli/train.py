@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_out, add_seed, add_tasks
+from ..cli_args import add_env, add_lora, add_out, add_report_to, add_seed, add_tasks
 
 _TRAIN = """Train an actor with DeltaTTG (or the grpo, dapo, gigpo, hgpo baselines) on one node.
 
@@ -68,22 +68,28 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
     )
     p.add_argument("--vllm-memory", type=float, default=LaunchConfig.vllm_memory, help="vLLM gpu_memory_utilization (default: %(default)s)")
+    add_report_to(p, LaunchConfig, episode_tables=True)
+    add_lora(p, LaunchConfig, merge=True)
     p.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
-    """``ttg train``: the ``--meter`` check (a wrong meter fails before the policy loads), then the flags
-    mapped onto :class:`TrainConfig` and :class:`LaunchConfig`."""
+    """``ttg train``: the ``--meter``, ``--report-to`` and ``--lora-r`` checks (a wrong meter or a missing
+    tracker fails before the policy loads), then the flags mapped onto :class:`TrainConfig` and :class:`LaunchConfig`."""
     import json
 
     from ..agents.window import as_window
     from ..training.actor.launch import LaunchConfig, train
     from ..training.actor.trainer import TrainConfig
+    from ..training.tracking import check_trackers, parse_report_to
     from .checks import check_meter
     from .configs import from_args
 
     if args.meter not in (None, "turns"):
         check_meter(args.meter)
+    check_trackers(parse_report_to(args.report_to))
+    if args.lora_r and args.rollout == "vllm":
+        raise ValueError("--rollout vllm with --lora-r: vLLM rollouts of a LoRA policy are not wired yet; use --rollout hf")
     window = as_window(args.history)
     config = from_args(
         TrainConfig,

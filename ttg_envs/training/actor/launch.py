@@ -11,6 +11,7 @@ unless ``resume=False``.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,13 @@ class LaunchConfig:
         rollout: ``auto`` (vLLM when installed and on a GPU), ``hf`` or ``vllm``.
         vllm_memory: vLLM's ``gpu_memory_utilization``.
         resume: continue from the newest checkpoint in the run's ``out_dir``.
+        report_to: experiment trackers (:func:`~ttg_envs.training.tracking.parse_report_to`'s text:
+            ``none``, ``all`` or a comma list of ``tensorboard``, ``wandb``).
+        log_episodes_every: send the trackers a table of sampled episodes every N steps (0: never).
+        lora_r: train a LoRA adapter of this rank instead of every weight (0: full fine-tuning).
+        lora_alpha: the LoRA scale numerator (None: 2 x rank).
+        lora_targets: module names to adapt, a comma list or a sequence (None: every linear layer but the head).
+        lora_merge: also write ``out_dir/merged``, the policy with its adapter merged in.
 
     >>> LaunchConfig(model="tiny", meter="turns").rollout
     'auto'
@@ -47,6 +55,12 @@ class LaunchConfig:
     rollout: str = "auto"
     vllm_memory: float = 0.35
     resume: bool = True
+    report_to: str = "none"
+    log_episodes_every: int = 10
+    lora_r: int = 0
+    lora_alpha: float | None = None
+    lora_targets: str | Sequence[str] | None = None
+    lora_merge: bool = False
 
 
 def turns_meter(tokens_per_turn: int, max_turns: int) -> Any:
@@ -76,21 +90,33 @@ def _tiny_policy(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
     return tiny_causal_lm(tokenizer, hidden=64, layers=2, heads=2, seed=0), tokenizer
 
 
-def _load_policy(launch: LaunchConfig, env_id: str, env_kwargs: dict[str, Any], device: str) -> tuple[Any, Any, Any]:
-    """Policy, tokenizer and the frozen reference (the same base weights)."""
+def _load_policy(launch: LaunchConfig, env_id: str, env_kwargs: dict[str, Any], out_dir: str, device: str) -> tuple[Any, Any, Any]:
+    """Policy, tokenizer and the frozen reference (the same base weights; None for a LoRA policy,
+    whose reference is its base with the adapter off)."""
     torch = require("torch", "hf")
+    from ..lora import LoraSettings, add_lora
+
+    lora = LoraSettings.from_flags(launch.lora_r, launch.lora_alpha, launch.lora_targets)
     if launch.model == "tiny":
         model, tokenizer = _tiny_policy(env_id, env_kwargs)
-        reference = copy.deepcopy(model)  # the same seeded initial weights on every (re)start
+        reference = None if lora else copy.deepcopy(model)  # the same seeded initial weights on every (re)start
+        base = launch.model
+        if lora:  # a random model has no spec to reload an adapter on: keep it beside the run
+            base = str((Path(out_dir) / "base-policy").resolve())
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
     else:
         from ...model_spec import load_causal_lm, resolve_model
 
         dtype = getattr(torch, launch.dtype) if device.startswith("cuda") else torch.float32
         source = resolve_model(launch.model, dtype=dtype)
         model, tokenizer = load_causal_lm(source)
-        reference, _ = load_causal_lm(source)
+        reference = None if lora else load_causal_lm(source)[0]
         model.gradient_checkpointing_enable()
-    return model.to(device), tokenizer, reference.to(device)
+        base = launch.model
+    if lora:
+        model = add_lora(model, lora, base=base)
+    return model.to(device), tokenizer, reference.to(device) if reference is not None else None
 
 
 def _generator(launch: LaunchConfig, out_dir: str, model: Any, tokenizer: Any, device: str) -> Any:
@@ -101,6 +127,8 @@ def _generator(launch: LaunchConfig, out_dir: str, model: Any, tokenizer: Any, d
         launch.rollout == "auto" and device.startswith("cuda") and importlib.util.find_spec("vllm") is not None
     )
     if not use_vllm:
+        return None
+    if launch.lora_r:  # vLLM rollouts of a LoRA policy are not wired (ttg train refuses --rollout vllm)
         return None
     from .rollout import VLLMGenerator
 
@@ -128,14 +156,22 @@ def train(config: TrainConfig, launch: LaunchConfig | None = None) -> list[dict[
 
         meter = load_meter(launch.meter)
     device = launch.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, tokenizer, reference = _load_policy(launch, config.env_id, config.env_kwargs, device)
+    model, tokenizer, reference = _load_policy(launch, config.env_id, config.env_kwargs, config.out_dir, device)
     generator = _generator(launch, config.out_dir, model, tokenizer, device)
     trainer = Trainer(config, model, tokenizer, meter=meter, ref_model=reference if config.kl_coef > 0 else None, generator=generator)
     checkpoint = latest_checkpoint(config.out_dir) if launch.resume else None
     if checkpoint is not None:
         trainer.resume(checkpoint)
         print(f"resumed from {checkpoint} (step {trainer.step_index})")
-    metrics = trainer.train()
+    trainer.reporter = _reporter(launch, config, tokenizer, trainer.step_index)
+    try:
+        metrics = trainer.train()
+    finally:
+        trainer.reporter.close()
+    if launch.lora_merge:
+        from ..lora import export_merged
+
+        print(f"merged policy (adapter folded into the base) in {export_merged(model, tokenizer, Path(config.out_dir) / 'merged')}")
     if metrics:
         last = metrics[-1]
         print(
@@ -143,3 +179,14 @@ def train(config: TrainConfig, launch: LaunchConfig | None = None) -> list[dict[
             f"loss {last['loss']:.4f}; metrics in {Path(config.out_dir) / 'metrics.jsonl'}"
         )
     return metrics
+
+
+def _reporter(launch: LaunchConfig, config: TrainConfig, tokenizer: Any, start_step: int) -> Any:
+    """The step line plus the ``report_to`` trackers, which get the resolved config."""
+    from dataclasses import asdict
+
+    from ..tracking import RunReporter, open_trackers, parse_report_to
+
+    names = parse_report_to(launch.report_to)
+    trackers = open_trackers(names, config.out_dir, {**asdict(config), "model": launch.model, "meter": launch.meter}, start_step)
+    return RunReporter(trackers, tokenizer=tokenizer, table_every=launch.log_episodes_every)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,8 +19,10 @@ def _task_pattern(env_id: str) -> str | None:
     return spec.task_pattern if spec else None
 
 
-def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: str):
-    """An encoder meter (``encoder:tiny``, ``encoder:minilm`` or a folder) trained on ``train``; (meter, stats)."""
+def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: str, reporter: Any = None):
+    """An encoder meter (``encoder:tiny``, ``encoder:minilm`` or a folder) trained on ``train``; (meter, stats).
+
+    ``reporter`` (a :class:`~ttg_envs.training.tracking.RunReporter`) gets every step's loss as ``encoder/*``."""
     from ...meters.encoder import (
         EncoderConfig,
         EncoderMeter,
@@ -29,6 +32,8 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
     )
     from .regression import RegressionConfig, train_encoder_meter
 
+    if settings.lora_r:
+        raise ValueError("--lora-r trains causal meters (--backbone causal:...); the encoder meter's head is small already")
     config = EncoderConfig(
         hidden=settings.hidden,
         task_pattern=_task_pattern(settings.env),
@@ -66,16 +71,19 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         delta_weight=settings.delta_weight,
         sibling_weight=settings.sibling_weight,
     )
-    losses = train_encoder_meter(meter, train, rc)
+    losses = train_encoder_meter(meter, train, rc, on_step=reporter.stage("encoder/") if reporter else None)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}
 
 
-def train_causal(name: str, train: list, settings: MeterTrainConfig, device: str):
-    """A generative meter (``causal:tiny`` or a causal LM) trained by SFT, then GRPO; (meter, stats)."""
+def train_causal(name: str, train: list, settings: MeterTrainConfig, device: str, reporter: Any = None):
+    """A generative meter (``causal:tiny`` or a causal LM) trained by SFT, then GRPO; (meter, stats).
+
+    ``reporter`` (a :class:`~ttg_envs.training.tracking.RunReporter`) gets every step as ``sft/*`` and ``grpo/*``."""
     import torch
 
     from ...meters.hf import TransformersMeter
     from ...meters.prompt import PromptConfig
+    from ..lora import LoraSettings, add_lora
     from .datasets import build_examples
     from .grpo import GRPOConfig, grpo
     from .sft import SFTConfig, sft
@@ -102,11 +110,19 @@ def train_causal(name: str, train: list, settings: MeterTrainConfig, device: str
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
         model.gradient_checkpointing_enable()  # 6k-token meter prompts on a 4B model
+    lora = LoraSettings.from_flags(settings.lora_r, settings.lora_alpha, settings.lora_targets)
+    if lora:  # SFT and GRPO train the adapter only; the meter folder holds it, on the base's spec
+        base = name
+        if tiny:  # a random model has no spec to reload the adapter on: keep it beside the meter
+            base = str((Path(settings.out) / "meter-base").resolve())
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
+        model = add_lora(model, lora, base=base)
     model.to(device)
     sft_cfg = SFTConfig(
         lr=settings.sft_lr or (2e-3 if tiny else 1e-5), epochs=settings.sft_epochs, batch_size=settings.batch_size, seed=settings.seed
     )
-    sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg)
+    sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg, on_step=reporter.stage("sft/") if reporter else None)
     stats: dict[str, Any] = {
         "examples": len(examples),
         "sft_steps": len(sft_losses),
@@ -116,7 +132,7 @@ def train_causal(name: str, train: list, settings: MeterTrainConfig, device: str
         grpo_cfg = GRPOConfig(
             lr=settings.grpo_lr or (2e-4 if tiny else 3e-6), steps=settings.grpo_steps, group_size=settings.group_size, seed=settings.seed
         )
-        steps = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg)
+        steps = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg, on_step=reporter.stage("grpo/") if reporter else None)
         stats["grpo_reward_first_last"] = [steps[0]["reward"], steps[-1]["reward"]]
         stats["grpo_steps"] = len(steps)
     return TransformersMeter(model, tokenizer, prompt=prompt, batch_size=settings.batch_size), stats

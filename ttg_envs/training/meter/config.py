@@ -33,6 +33,10 @@ class MeterRunConfig:
 class MeterTrainConfig(MeterRunConfig):
     """``ttg train-meter``'s settings (the flags of the same names; encoder and causal backbones).
 
+    ``report_to`` names the experiment trackers (:mod:`ttg_envs.training.tracking`); ``lora_r`` > 0
+    trains a LoRA adapter on a causal meter (:mod:`ttg_envs.training.lora`; ``lora_targets``: a comma
+    list or a sequence of module names).
+
     >>> MeterTrainConfig(epochs=10).backbone, MeterTrainConfig().splits
     ('encoder:tiny', ('train',))
     """
@@ -61,6 +65,10 @@ class MeterTrainConfig(MeterRunConfig):
     grpo_steps: int = 0
     grpo_lr: float | None = None
     group_size: int = 8
+    report_to: str = "none"
+    lora_r: int = 0
+    lora_alpha: float | None = None
+    lora_targets: str | Sequence[str] | None = None
     out: str = "runs/meter"
 
 

@@ -12,7 +12,7 @@ optional KL term (low-variance estimator) keeps the meter near a frozen referenc
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +80,10 @@ def grpo(
     config: GRPOConfig = GRPOConfig(),
     reference: Any = None,
     progress: bool = True,
+    on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Refine ``model`` in place; returns per step the mean reward, valid rate and loss.
+    """Refine ``model`` in place; returns per step the mean reward, valid rate and loss
+    (each also handed to ``on_step`` with the step's ``lr``, an experiment tracker's hook).
 
     ``reference`` (a frozen copy of the starting model) is needed only when ``config.beta > 0``.
     """
@@ -124,9 +126,12 @@ def grpo(
             loss = _update(
                 model, reference, seqs, comp_mask, prompt_len, torch.tensor(adv, dtype=torch.float32), config, params, opt, torch
             )
+            lr = float(opt.param_groups[0]["lr"])
             sched.step()
             stats = {"reward": float(rewards.mean()), "valid": float(np.mean([e.valid for e in estimates])), "loss": loss}
             logged.append(stats)
+            if on_step is not None:
+                on_step({**stats, "lr": lr})
             bar.update(1)
             bar.set_postfix(reward=f"{stats['reward']:.3f}", valid=f"{stats['valid']:.2f}")
     model.eval()

@@ -88,6 +88,18 @@ def train_meter(
 def train(config: MeterTrainConfig) -> None:
     """``ttg train-meter``: record (or read) trajectories, train the meter, save it with its report."""
     device = _setup(config)
+    from ..tracking import RunReporter, open_trackers, parse_report_to
+
+    # Opened first: a missing tracker fails before the recording starts.
+    reporter = RunReporter(open_trackers(parse_report_to(config.report_to), config.out, report_config(config)), console=False)
+    try:
+        _train(config, device, reporter)
+    finally:
+        reporter.close()
+
+
+def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
+    """:func:`train` once its device and trackers are set up."""
     from .backbones import train_causal, train_encoder
     from .datasets import load_trajectories, split_trajectories
 
@@ -120,9 +132,9 @@ def train(config: MeterTrainConfig) -> None:
     kind, _, name = config.backbone.partition(":")
     start = time.perf_counter()
     if kind == "encoder":
-        meter, train_stats = train_encoder(name, train, config, device)
+        meter, train_stats = train_encoder(name, train, config, device, reporter)
     elif kind == "causal":
-        meter, train_stats = train_causal(name, train, config, device)
+        meter, train_stats = train_causal(name, train, config, device, reporter)
     else:
         raise SystemExit(f"--backbone must start with encoder: or causal:, got {config.backbone!r}")
     timings["train_s"] = time.perf_counter() - start
@@ -131,6 +143,8 @@ def train(config: MeterTrainConfig) -> None:
 
     failure_cost = failure_cost_for(config.env)
     held_out = evaluate_meter(meter, val, failure_cost=failure_cost).to_dict() if val else None
+    reporter.log(held_out or {}, reporter.steps, prefix="held_out/")
+    reporter.log(timings, reporter.steps, prefix="time/")
     report = {
         "backbone": config.backbone,
         "device": device,

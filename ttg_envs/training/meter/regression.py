@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -84,9 +84,15 @@ def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tup
 
 
 def train_encoder_meter(
-    meter: EncoderMeter, trajectories: Sequence[Trajectory], config: RegressionConfig = RegressionConfig(), progress: bool = True
+    meter: EncoderMeter,
+    trajectories: Sequence[Trajectory],
+    config: RegressionConfig = RegressionConfig(),
+    progress: bool = True,
+    on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> list[float]:
-    """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
+    """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step.
+
+    ``on_step`` gets each step's ``loss`` and head ``lr`` (an experiment tracker's hook)."""
     torch = require("torch", "hf")
     from ...bars import progress_bar
 
@@ -131,9 +137,12 @@ def train_encoder_meter(
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], config.max_grad_norm)
+                lr = float(opt.param_groups[0]["lr"])
                 opt.step()
                 sched.step()
                 losses.append(loss.item())
+                if on_step is not None:
+                    on_step({"loss": losses[-1], "lr": lr})
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
     model.eval()

@@ -8,7 +8,8 @@ the rollout server samples the action from the running token sequence, the env s
 ``Generation``, and verl's Continuous Token builder appends the new observation messages. The row's
 response holds every turn; ``response_mask`` marks assistant tokens and ``ttg_token_step`` the
 action each belongs to. The ``ttg_*`` fields of :func:`.fields.episode_fields` go to
-``extra_fields``, which verl copies into ``non_tensor_batch``; the reward is the episode's return.
+``extra_fields``, which verl copies into ``non_tensor_batch``, with ``ttg_meter_s`` (the seconds the
+episode spent in the meter, logged as ``ttg/meter_s/mean``); the reward is the episode's return.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ....core import Generation
+from ....meters.timed import TimedMeter
 from ....wrappers import make_env
+from ....wrappers.stack import cached_meter
 from .fields import episode_fields, task_limits
+from .metrics import METER_SECONDS
 
 __all__ = ["TTGAgentLoop"]
 
@@ -45,12 +49,14 @@ class TTGAgentLoop(AgentLoopBase):
         task = dict(kwargs["extra_info"]["ttg"])
         limits = task_limits(task)
         response_length = self.rollout_config.response_length
+        spec = os.environ.get("TTG_METER") or None
+        meter = TimedMeter(cached_meter(spec)) if spec else None
         env = await self.loop.run_in_executor(
             None,
             lambda: make_env(
                 task["env_id"],
                 tokenizer=self.tokenizer,
-                meter=os.environ.get("TTG_METER") or None,
+                meter=meter,
                 failure_cost=limits.failure_cost,
                 max_steps=limits.max_turns,
                 **_kwargs(task.get("env_kwargs")),
@@ -90,6 +96,7 @@ class TTGAgentLoop(AgentLoopBase):
         env.close()
         prompt = runtime[: len(runtime) - len(mask)]
         fields = episode_fields(infos, token_step[:response_length], limits.failure_cost)
+        fields[METER_SECONDS] = meter.seconds if meter is not None else 0.0
         return AgentLoopOutput(
             prompt_ids=prompt,
             response_ids=runtime[len(prompt) :][:response_length],
