@@ -500,12 +500,15 @@ def test_branches_of_an_app_with_memory_replay(dataset):
         child.close()
         with pytest.raises(NotImplementedError):
             branch(env, "snapshot")
-    with AWMEnv(path=dataset, state_in_database=True) as env:  # the old behaviour: a snapshot forgets memory
+    with AWMEnv(path=dataset, state_in_database=True) as env:  # a snapshot forks the running app, memory and all
         env.reset(options={"task_id": "attack_1/0"})
         _call(env, "bump_memory")
-        child = branch(env)
-        assert _call(child, "bump_memory") == {"n": 1} != _call(env, "bump_memory")
+        child = branch(env, "snapshot")
+        assert _call(child, "bump_memory") == _call(env, "bump_memory") == {"n": 2}
+        assert _call(child, "bump_memory") == {"n": 3} and _call(child, "bump") == {"n": 1}
+        assert _call(env, "bump_memory") == {"n": 3} and _call(env, "bump") == {"n": 1}  # each its own process and database
         child.close()
+        assert _call(env, "bump_memory") == {"n": 4}  # closing the branch leaves the original's app running
 
 
 def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):

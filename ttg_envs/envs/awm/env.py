@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,15 +72,81 @@ class _Prepared:
     routes: dict[str, Route] | None = None
 
 
-class _Workspace:
-    """An env's episode folder (holding the episode database), its fork server and its app process."""
+class _Sandbox:
+    """One OS sandbox: its fork server, its folder, and warm app processes, shared by an episode
+    and its branches (each in a subfolder of its own) and closed when the last of them closes.
 
-    DATABASE = "episode.db"
+    ``warm`` holds up to :data:`WARM_APPS` apps that loaded a scenario's code over its initial
+    database and never served a request: a reset forks one of them instead of loading the code again.
+    """
+
+    WARM_APPS = 4
 
     def __init__(self, mode: str) -> None:
         self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
         self.zygote = Zygote(self.folder.path, mode)
+        self.users = 0
+        self.warm: OrderedDict[str, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
+
+    def warm_app(
+        self, scenario: Scenario, prepared: _Prepared, *, start_timeout: float, limits: dict[str, int]
+    ) -> tuple[EpisodeFolder, AppProcess]:
+        """The warm app of ``scenario`` (started now when there is none or it died)."""
+        entry = self.warm.get(scenario.name)
+        if entry is not None and entry[1].alive:
+            self.warm.move_to_end(scenario.name)
+            return entry
+        self.drop_warm(scenario.name)
+        while len(self.warm) >= self.WARM_APPS:
+            self.drop_warm(next(iter(self.warm)))
+        sub = self.folder.subfolder("warm-")
+        try:
+            sub.write(_Workspace.DATABASE, prepared.initial)
+            app = AppProcess(
+                self.zygote,
+                sub.path,
+                sub.path / _Workspace.DATABASE,
+                scenario.env_code,
+                start_timeout=start_timeout,
+                limits=limits,
+                openapi=prepared.tools is None,
+            )
+        except BaseException:
+            sub.close()
+            raise
+        self.warm[scenario.name] = (sub, app)
+        return sub, app
+
+    def drop_warm(self, name: str) -> None:
+        """Stop the warm app of scenario ``name``, if any."""
+        entry = self.warm.pop(name, None)
+        if entry is not None:
+            entry[1].close()
+            entry[0].close()
+
+    def close(self) -> None:
+        """Stop every process of the sandbox and delete its folder."""
+        for name in list(self.warm):
+            self.drop_warm(name)
+        self.zygote.close()
+        self.folder.close()
+
+
+class _Workspace:
+    """An env's episode folder (holding the episode database) in a shared sandbox, and its app process."""
+
+    DATABASE = "episode.db"
+
+    def __init__(self, sandbox: _Sandbox) -> None:
+        self.folder = sandbox.folder.subfolder("episode-")
+        sandbox.users += 1
+        self.sandbox = sandbox
         self.app: AppProcess | None = None
+        self._closed = False
+
+    @property
+    def zygote(self) -> Zygote:
+        return self.sandbox.zygote
 
     @property
     def database(self) -> Path:
@@ -96,14 +163,30 @@ class _Workspace:
         self.folder.clear()
         self.folder.write(self.DATABASE, data)
 
+    def fork_from(self, app: AppProcess | None, timeout: float) -> None:
+        """Serve this folder's database by a fork of ``app`` (a no-op when it is not running: the
+        first call then starts a new app; so it does when the fork fails)."""
+        if app is not None and app.alive:
+            try:
+                self.app = app.fork(self.zygote, self.folder.path, self.database, timeout=timeout)
+            except SandboxError:
+                self.app = None
+
     def read(self) -> bytes:
         """A snapshot of the episode database (:class:`SandboxError` when the app broke it)."""
         return copy_out(self.folder, self.DATABASE)
 
     def close(self) -> None:
-        self.stop_app()
-        self.zygote.close()
-        self.folder.close()
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.stop_app()
+            self.folder.close()
+        finally:
+            self.sandbox.users -= 1
+            if self.sandbox.users == 0:
+                self.sandbox.close()
 
 
 def _final_answer(content: str) -> str:
@@ -171,7 +254,7 @@ class AWMEnv(ToolEnv):
         self.limits = dict(limits or {})
         self.state_in_database = path is None if state_in_database is None else bool(state_in_database)
         self._prepared: dict[str, _Prepared] = {}
-        self._workspace = _Workspace(sandbox)
+        self._workspace = _Workspace(_Sandbox(sandbox))
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
 
@@ -217,14 +300,17 @@ class AWMEnv(ToolEnv):
             before = ws.read() if self.task is not None else None
         except SandboxError:
             before = None
-        ws.load(prepared.initial)
         try:
+            warm_folder, warm = ws.sandbox.warm_app(scenario, prepared, start_timeout=self.start_timeout, limits=self.limits)
             if prepared.tools is None:
-                prepared.tools, prepared.routes = tools_from_openapi(self._app(scenario).openapi)
+                prepared.tools, prepared.routes = tools_from_openapi(warm.openapi)
+            # The warm app's database: the initial one, as its code left it at load.
+            ws.load(copy_out(warm_folder, _Workspace.DATABASE))
         except BaseException:
             # A failed reset leaves the previous episode's database (its app restarts on the next call).
             ws.load(before) if before is not None else ws.stop_app()
             raise
+        ws.fork_from(warm, self.start_timeout)
         self._answer = None
         return task.text, {"tools": [tool.openai() for tool in prepared.tools]}
 
@@ -309,22 +395,25 @@ class AWMEnv(ToolEnv):
         h.update(b"answered" if self._answer is not None else b"open")
         return h.hexdigest()[:32]
 
-    def _snapshot(self) -> tuple[bytes, str | None] | None:
-        # A copy of the database is the whole state only when the app keeps nothing in memory.
+    def _snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
+        # A copy of the database (and of the app's process, when it runs) is the whole state only
+        # when the app keeps nothing in memory that a restart would not rebuild.
         if not self.state_in_database:
             return None
         try:
-            return self._workspace.read(), self._answer
+            return self._workspace.read(), self._answer, self._workspace
         except SandboxError:
             return None
 
-    def _restore(self, snapshot: tuple[bytes, str | None]) -> None:
-        data, self._answer = snapshot
+    def _restore(self, snapshot: tuple[bytes, str | None, _Workspace]) -> None:
+        data, self._answer, source = snapshot
         self._workspace.load(data)
+        if source.sandbox is self._workspace.sandbox and self._answer is None:
+            self._workspace.fork_from(source.app, self.tool_timeout)
 
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
-        clone._workspace = _Workspace(self.sandbox)
+        clone._workspace = _Workspace(self._workspace.sandbox)
         clone._finalizer = weakref.finalize(clone, clone._workspace.close)
         return clone
 
