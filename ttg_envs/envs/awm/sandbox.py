@@ -29,6 +29,7 @@ import inspect
 import json
 import os
 import resource
+import signal
 import socket
 import sqlite3
 import sys
@@ -367,7 +368,6 @@ def _serve(conn, app, loop) -> None:
             else:
                 _send(conn, {"ok": True})
             continue
-        _reap_children()
         try:
             kwargs = {"params": request.get("query") or None}
             if "body" in request:
@@ -398,10 +398,12 @@ def _receive_fd(conn) -> int:
 def _fork_branch(conn, fd: int, request: dict[str, Any]):
     """Fork this app for a branch; in the branch's process return its new connection, here None.
 
-    The copy first sends a pidfd of itself (the parent stops it through that). Its zombie is
-    reaped here, or by the fork server (the sandbox's subreaper) once this app is gone.
+    The copy first sends a pidfd of itself (the parent stops it through that). The kernel reaps it
+    when it stops (SIGCHLD is ignored here), or the fork server does (the sandbox's subreaper) once
+    this app is gone.
     """
     global _FORKING
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # stopped copies are reaped by the kernel, no zombies
     gc.freeze()  # the copy's collector then leaves the shared pages alone
     _FORKING = True
     try:
@@ -413,15 +415,6 @@ def _fork_branch(conn, fd: int, request: dict[str, Any]):
         return _become_branch(fd, request)
     os.close(fd)
     return None
-
-
-def _reap_children() -> None:
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
-        except ChildProcessError:
-            return
 
 
 def _become_branch(fd: int, request: dict[str, Any]):
