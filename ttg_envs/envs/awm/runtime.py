@@ -66,6 +66,20 @@ class Zygote:
     def _running(self) -> bool:
         return self._pid == os.getpid() and self._process is not None and self._process.poll() is None
 
+    @property
+    def running(self) -> bool:
+        """Whether the fork server is up (in this process); not yet started counts as up."""
+        return self._process is None or self._running()
+
+    def sweep(self) -> bool:
+        """Stop every process the fork server's children left running; False when it did not answer."""
+        if self._process is None:
+            return True
+        try:
+            return self._ask({"op": "kill", "pid": 0}).get("ok") is True
+        except SandboxError:
+            return False
+
     def _ensure(self) -> socket.socket:
         if self._running():
             return self._control
@@ -378,7 +392,8 @@ def run_verifier(
 ) -> Verdict:
     """Run an AWM verifier on copies of the ``initial`` and ``final`` snapshots, in a new subfolder of ``folder``.
 
-    No other child of ``zygote`` may be running (in the OS sandbox it would be stopped).
+    The episode's own app must be stopped (nothing of it runs beside its verifier); other apps of
+    the sandbox (branches, warm apps) go on.
     """
     try:
         sub = folder.subfolder("verify-")

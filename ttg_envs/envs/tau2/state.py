@@ -68,9 +68,13 @@ class SharedRecords(dict):
         return self[key] if key in self else default
 
     def values(self) -> list:  # type: ignore[override]
+        if _READING.get():
+            return list(dict.values(self))
         return [self[key] for key in list(dict.keys(self))]
 
     def items(self) -> list:  # type: ignore[override]
+        if _READING.get():
+            return list(dict.items(self))
         return [(key, self[key]) for key in list(dict.keys(self))]
 
     def __setitem__(self, key: Any, value: Any) -> None:
