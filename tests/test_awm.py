@@ -411,7 +411,7 @@ def test_branches_and_resets_fork_inside_one_sandbox(crm_env):
     assert sandbox.users == users + 4
     *_, info = children[1].step("Done.")
     assert info["success"]  # the branch's copy holds the write made before the branch
-    children[2].step(call_text("update_deal_stage", {"deal_id": 1, "stage": "lead"}))
+    children[2].step(call_text("update_deal_stage", {"deal_id": 2, "stage": "closed_won"}))
     assert base._state_key() != children[2].unwrapped._state_key()
     for env in children:
         env.close()
