@@ -176,7 +176,7 @@ def _table(label: str, figures: dict[str, dict[str, float]]) -> None:
     )
     for name, f in figures.items():
         print(
-            f"{name:18s} {f['plain step']:8.1f} {f['branch + first step']:8.1f} {f['branch close']:7.1f} {f['natural step']:8.1f} "
+            f"{name:18s} {f['plain step']:8.2f} {f['branch + first step']:8.2f} {f['branch close']:7.2f} {f['natural step']:8.2f} "
             f"{f['guided-4 step']:9.1f} {f['reset (warm)']:8.1f} {f['reset + first step']:8.1f} | {f['branch + first step'] / f['plain step']:12.2f} "
             f"{f['guided-4 step'] / f['natural step']:10.2f}"
         )
