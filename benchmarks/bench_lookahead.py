@@ -5,10 +5,11 @@ with tau2's gold user), at each state:
 
 - plain step: ``env.step(action)`` of the bare env;
 - branch + first step: ``env.branch()`` and the same action stepped in the branch (its close apart);
+- natural step: the action stepped through ``make_env``'s stack with a ``ProgressMeterWrapper``
+  (a stack of its own on the same path, so its meter call meets no cache the trials filled);
 - guided-4 step: ``GuidedSelector(k=4).choose`` over 4 distinct texts of that action (4 branch
   trials and one meter call over their histories; the branches are dropped, which closes them),
-  then the chosen one stepped through ``make_env``'s stack with a ``ProgressMeterWrapper``: that
-  step alone is the natural step;
+  then the chosen one stepped through a second such stack;
 - reset (warm): ``reset`` of the same task again; reset + first step: that and the policy's first step.
 
 The meter is ``ScriptedMeter`` (a constant answer, about free), so the guided-4 ratio is the env's
@@ -94,6 +95,8 @@ def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
     env_id, kwargs, options, policy_name = ENVS[name]
     plain = gym.make(env_id, **kwargs).unwrapped
     metered = make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs)
+    # The natural condition's stack, on the same path: its steps meet no meter cache the trials filled.
+    natural = make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs)
     policy = make_policy(env_id, policy_name, seed=0)
     selector = GuidedSelector(None, k=4)
     out: dict[str, list[float]] = {f: [] for f in FIELDS}
@@ -113,6 +116,7 @@ def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
             out["reset + first step"].append(ms + _ms(lambda: plain.step(getattr(first, "text", first)))[0])
             plain.reset(options=options)
             metered.reset(options=options)
+        natural.reset(options=options)
         for _ in range(1 if warm_up else steps - len(out["plain step"])):
             action = policy(plain)
             text = getattr(action, "text", action)
@@ -128,19 +132,17 @@ def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
             samples["branch close"] = _ms(child.close)[0]
             twin.close()
             samples["plain step"] = _ms(lambda: plain.step(text))[0]
+            samples["natural step"] = _ms(lambda: natural.step(text))[0]
             candidates = [text + " " * i for i in range(4)]  # four distinct texts, each tried in its own branch
             gc.collect()
             choose, chosen = _ms(lambda: selector.choose(metered, candidates))
-            # The natural step is the chosen action's own step (what the natural condition does);
-            # the guided-4 step adds the choice before it.
-            samples["natural step"] = _ms(lambda: metered.step(chosen.text))[0]
-            samples["guided-4 step"] = choose + samples["natural step"]
+            samples["guided-4 step"] = choose + _ms(lambda: metered.step(chosen.text))[0]
             gc.collect()
             if not warm_up:
                 for field, value in samples.items():
                     out[field].append(value)
-    plain.close()
-    metered.close()
+    for env in (plain, metered, natural):
+        env.close()
     return out
 
 
