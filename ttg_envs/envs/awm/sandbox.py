@@ -305,7 +305,10 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
         # One request no route answers: the first request's lazy set-up happens now, once, and a
         # fork of this app (a warm app, a branch) starts with it done.
         warm = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False), base_url="http://awm.local")
-        loop.run_until_complete(warm.get("/.ttg-warm-up"))
+        try:
+            loop.run_until_complete(warm.get("/.ttg-warm-up"))
+        except Exception:  # best effort, like the engines below
+            pass
         _connect_engines()
     except BaseException as exc:
         _send(conn, {"ok": False, "error": f"the environment code failed to load: {_describe(exc)}"})
@@ -322,9 +325,12 @@ def _connect_engines() -> None:
         return
     for obj in gc.get_objects():
         if isinstance(obj, engine_cls):
-            with obj.connect():
+            try:
+                with obj.connect():
+                    pass
+                obj.dispose()
+            except Exception:  # best effort: an engine that cannot connect fails in its requests, as before
                 pass
-            obj.dispose()
 
 
 def _fork_safe_pools() -> None:
