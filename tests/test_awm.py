@@ -395,6 +395,45 @@ def test_branches_are_independent_and_keys_track_the_database(crm_env):
     child.close()
 
 
+def test_branches_and_resets_fork_inside_one_sandbox(crm_env):
+    """No branch or reset starts a sandbox: a branch forks the running app, a reset a warm one."""
+    base = crm_env.unwrapped
+    crm_env.reset(options={"task_id": "crm_1/0"})
+    sandbox, zygote = base._workspace.sandbox, base._workspace.zygote._process
+    assert base._workspace.app is not None  # forked from the warm app at the reset
+    crm_env.step(call_text("update_deal_stage", {"deal_id": 1, "stage": "closed_won"}))
+    users = sandbox.users
+    children = [branch(crm_env) for _ in range(3)]
+    grandchild = branch(children[0])
+    for env in [*children, grandchild]:
+        ws = env.unwrapped._workspace
+        assert ws.sandbox is sandbox and ws.app is not None and ws.folder.path != base._workspace.folder.path
+    assert sandbox.users == users + 4
+    *_, info = children[1].step("Done.")
+    assert info["success"]  # the branch's copy holds the write made before the branch
+    children[2].step(call_text("update_deal_stage", {"deal_id": 2, "stage": "closed_won"}))
+    assert base._state_key() != children[2].unwrapped._state_key()
+    for env in children:
+        env.close()
+    assert grandchild.step(call_text("list_deals", {}))[4]["action_valid"]  # its parent's close leaves it running
+    grandchild.close()
+    assert sandbox.users == users and base._workspace.zygote._process is zygote
+    crm_env.reset(options={"task_id": "crm_1/1"})
+    assert base._workspace.zygote._process is zygote and base._workspace.app is not None
+
+
+def test_a_closed_envs_sandbox_serves_the_next_env():
+    first = AWMEnv(scenarios=["crm_1"])
+    first.reset(options={"task_id": "crm_1/0"})
+    sandbox = first._workspace.sandbox
+    first.close()
+    with AWMEnv(scenarios=["crm_1"]) as second:
+        assert second._workspace.sandbox is sandbox  # from the pool, its warm app too
+        second.reset(options={"task_id": "crm_1/0"})
+        assert len(sandbox.warm) == 1
+        assert second.step(call_text("list_deals", {}))[4]["action_valid"]
+
+
 def test_task_order_seeds_and_policies_are_deterministic():
     a, b = AWMEnv(scenarios=["library_1", "calendar_1"]), AWMEnv(scenarios=["calendar_1", "library_1"])
     assert [t.id for t in a.tasks] == [f"calendar_1/{i}" for i in range(6)] + [f"library_1/{i}" for i in range(5)]

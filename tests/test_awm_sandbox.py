@@ -252,10 +252,52 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope="module")
 def env(dataset):
     os.environ["TTG_CANARY_SECRET"] = CANARY  # in the parent's environment before any sandbox starts
-    env = AWMEnv(path=dataset, tool_timeout=20, verifier_timeout=10)
+    # state_in_database: branches fork the running app (the bundled apps' way), not replay.
+    env = AWMEnv(path=dataset, tool_timeout=20, verifier_timeout=10, state_in_database=True)
     yield env
     env.close()
     del os.environ["TTG_CANARY_SECRET"]
+
+
+class _Side:
+    """Where an attack runs: the episode itself, or a branch forked from the episode's running app.
+
+    ``open()`` gives the env to attack (its counter at ``base``), ``stop()`` stops its app (a reset
+    of the episode; closing the branch), ``intact()`` checks the episode afterwards.
+    """
+
+    def __init__(self, env, kind: str):
+        self.env, self.kind, self.target = env, kind, None
+        self.base = 1 if kind == "branch" else 0
+
+    def open(self):
+        _fresh(self.env)
+        if self.kind == "episode":
+            self.target = self.env
+            return self.env
+        assert _call(self.env, "bump") == {"n": 1}  # the app runs, so the branch forks it
+        self.target = branch(self.env, "snapshot")
+        assert self.target.unwrapped._workspace.app is not None
+        return self.target
+
+    def stop(self) -> None:
+        if self.kind == "episode":
+            _fresh(self.env)
+        elif self.target is not None:
+            self.target.close()
+            self.target = None
+
+    def intact(self) -> None:
+        # After stop(): a reset episode counts from 0; the branch's original still holds its own 1.
+        assert _call(self.env, "bump") == {"n": 1 if self.kind == "episode" else 2}
+
+
+@pytest.fixture(params=["episode", "branch"])
+def side(env, request):
+    side = _Side(env, request.param)
+    yield side
+    if side.kind == "branch" and side.target is not None:
+        side.target.close()
 
 
 def _call(env, name, **arguments):
@@ -281,9 +323,9 @@ def _secret_db(path):
     return path
 
 
-def test_patching_the_guard_reaches_nothing_outside(env, tmp_path):
+def test_patching_the_guard_reaches_nothing_outside(side, tmp_path):
     # Blocked by the mount namespace (host paths absent, system read-only) and uid 65534 (no setuid).
-    _fresh(env)
+    env = side.open()
     secret = tmp_path / "secret.txt"
     secret.write_text("TOPSECRET")
     marker = tmp_path / "marker"
@@ -306,9 +348,9 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
-def test_a_forked_grandchild_does_not_outlive_its_app(env):
-    # Blocked by the fork server's kill(-1) in the sandbox's PID namespace when the app stops.
-    _fresh(env)
+def test_a_forked_grandchild_does_not_outlive_its_app(side):
+    # Blocked by the fork server: the sandbox's subreaper, it stops what a stopped app left behind.
+    env = side.open()
     token = f"{time.time() % 1000:.6f}7"  # a unique sleep duration to find the process by
     out = _call(env, "fork_exec", token=token)
     assert isinstance(out, dict) and "pid" in out  # fork_exec itself works (the audit hook does not see it)
@@ -319,26 +361,28 @@ def test_a_forked_grandchild_does_not_outlive_its_app(env):
     assert _processes_with(token), "the grandchild should run during the episode"
     for pid in _processes_with(token):
         assert os.stat(f"/proc/{pid}").st_uid == isolation.SANDBOX_UID
-    _fresh(env)
+    side.stop()
     deadline = time.time() + 5
     while _processes_with(token) and time.time() < deadline:
         time.sleep(0.05)
     assert not _processes_with(token)
+    side.intact()  # a branch's leftovers go, the original's app stays
 
 
-def test_process_count_is_capped(env):
+def test_process_count_is_capped(side):
     # Blocked by RLIMIT_NPROC (hard) for uid 65534.
-    _fresh(env)
+    env = side.open()
     out = _call(env, "fork_bomb")
     assert out["started"] < 64 and "Resource temporarily unavailable" in out["error"]
-    _fresh(env)
+    side.stop()
+    side.intact()
 
 
-def test_processes_outside_cannot_be_signalled(env):
+def test_processes_outside_cannot_be_signalled(side):
     # Blocked by the PID namespace (the pid names nothing, or a sandbox process) and the uid.
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        _fresh(env)
+        env = side.open()
         out = _call(env, "signal", pid=victim.pid)
         assert out["pidfd"][0] == "blocked" and out["kill"][0] == "blocked", out
         time.sleep(0.2)
@@ -348,7 +392,7 @@ def test_processes_outside_cannot_be_signalled(env):
         victim.wait()
 
 
-def test_no_socket_reaches_the_host(env, tmp_path):
+def test_no_socket_reaches_the_host(side, tmp_path):
     # Blocked by the network namespace (TCP, DNS, abstract AF_UNIX) and the mount namespace (path AF_UNIX).
     os.chmod(tmp_path, 0o777)
     path = str(tmp_path / "host.sock")
@@ -364,7 +408,7 @@ def test_no_socket_reaches_the_host(env, tmp_path):
     tcp = socket.create_server(("127.0.0.1", 0))
     tcp.settimeout(0.2)
     try:
-        _fresh(env)
+        env = side.open()
         out = _call(env, "connect", path=path, abstract=abstract, port=tcp.getsockname()[1])
         for key in ("path", "abstract", "tcp", "dns"):
             assert out[key][0] == "blocked", (key, out[key])
@@ -376,9 +420,9 @@ def test_no_socket_reaches_the_host(env, tmp_path):
             s.close()
 
 
-def test_raw_sqlite_attach_opens_nothing_on_the_host(env, tmp_path):
+def test_raw_sqlite_attach_opens_nothing_on_the_host(side, tmp_path):
     # Blocked by the mount namespace: the host path does not exist in the sandbox.
-    _fresh(env)
+    env = side.open()
     secret = _secret_db(tmp_path / "secret.db")
     created = tmp_path / "created.db"
     out = _call(env, "raw_sqlite", secret=str(secret), created=str(created))
@@ -386,16 +430,17 @@ def test_raw_sqlite_attach_opens_nothing_on_the_host(env, tmp_path):
     assert not created.exists()
 
 
-def test_the_parents_environment_does_not_reach_the_app(env):
+def test_the_parents_environment_does_not_reach_the_app(side):
     # Blocked by the allow-listed environment (Popen env= and bwrap --clearenv).
-    _fresh(env)
+    env = side.open()
     out = _call(env, "environment")
     assert CANARY not in json.dumps(out)
     # Beyond the allow-list: PWD (bwrap --chdir) and what imports in the sandbox set themselves.
     assert set(out["environ"]) <= set(isolation.ENV_ALLOWLIST) | {"HOME", "PWD", "PYGAME_HIDE_SUPPORT_PROMPT"}
 
 
-def test_no_descriptor_of_the_parent_crosses(dataset, tmp_path):
+@pytest.mark.parametrize("kind", ["episode", "branch"])
+def test_no_descriptor_of_the_parent_crosses(dataset, tmp_path, kind):
     # Blocked by stdio on /dev/null and a pipe, and the fork server closing every other descriptor.
     log = tmp_path / "log.txt"
     log.write_text("KEEP\n")
@@ -403,9 +448,14 @@ def test_no_descriptor_of_the_parent_crosses(dataset, tmp_path):
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     try:
-        with AWMEnv(path=dataset, tool_timeout=20) as fresh:
+        with AWMEnv(path=dataset, tool_timeout=20, state_in_database=True) as fresh:
             fresh.reset(options={"task_id": "attack_1/0"})
-            out = _call(fresh, "fds")
+            if kind == "branch":
+                _call(fresh, "bump")
+                with branch(fresh, "snapshot") as child:
+                    out = _call(child, "fds")
+            else:
+                out = _call(fresh, "fds")
     finally:
         os.dup2(saved, 1)
         os.close(saved)
@@ -414,27 +464,38 @@ def test_no_descriptor_of_the_parent_crosses(dataset, tmp_path):
     assert out["truncate_stdout"][0] == "blocked" and out["truncate_stderr"][0] == "blocked"
     kinds = {int(k): v[1] for k, v in out["open"].items()}
     assert kinds[0] == "'/dev/null'" and kinds[1].startswith("'pipe:") and kinds[2] == kinds[1]
-    # Beyond stdio only the app's own sockets (its pipe to the parent, asyncio's) and its epoll.
-    assert all(v.startswith(("'socket:", "'anon_inode:")) for k, v in kinds.items() if k > 2), kinds
+    # Beyond stdio only the app's own sockets (its pipe to the parent, asyncio's) and its epoll; a
+    # branch also holds the database files its original had open (inside the sandbox's folder).
+    sandbox_folder = f"'{fresh._workspace.sandbox.folder.path}{os.sep}"
+    allowed = ("'socket:", "'anon_inode:", *([sandbox_folder] if kind == "branch" else []))
+    assert all(v.startswith(allowed) for k, v in kinds.items() if k > 2), kinds
 
 
-def test_resource_limits_are_hard(env):
+def test_resource_limits_are_hard(side):
     # Blocked by soft = hard limits set before app code runs, and no CAP_SYS_RESOURCE.
-    _fresh(env)
+    env = side.open()
     out = _call(env, "limits")
     for name, row in out.items():
         assert row["soft"] == row["hard"] != -1, (name, row)
         assert row["raise"][0] == "blocked", (name, row)
 
 
-def test_cpu_burn_is_stopped_by_the_cpu_limit(dataset):
+@pytest.mark.parametrize("kind", ["episode", "branch"])
+def test_cpu_burn_is_stopped_by_the_cpu_limit(dataset, kind):
     # Blocked by RLIMIT_CPU: the app is killed long before the 60 s tool time limit.
-    with AWMEnv(path=dataset, tool_timeout=60, limits={"cpu": 2}) as env:
+    with AWMEnv(path=dataset, tool_timeout=60, limits={"cpu": 2}, state_in_database=True) as env:
         env.reset(options={"task_id": "attack_1/0"})
+        target = env
+        if kind == "branch":
+            _call(env, "bump")
+            target = branch(env, "snapshot")
         start = time.monotonic()
-        obs = _call(env, "burn")
+        obs = _call(target, "burn")
         assert "exited or broke the connection" in obs and time.monotonic() - start < 30
-        assert _call(env, "bump") == {"n": 1}  # a new app process over the same database
+        assert _call(target, "bump") == {"n": 1 + (kind == "branch")}  # a new app process over the same database
+        if kind == "branch":
+            assert _call(env, "bump") == {"n": 2}  # the original's app was not the one stopped
+            target.close()
 
 
 def _sha(path) -> str:
@@ -442,26 +503,26 @@ def _sha(path) -> str:
 
 
 @pytest.mark.parametrize("kind", ["symlink", "relative"])
-def test_a_planted_symlink_is_never_followed(env, tmp_path, kind):
+def test_a_planted_symlink_is_never_followed(side, tmp_path, kind):
     # Blocked by O_NOFOLLOW + fstat through the folder's descriptor; the reset removes the link.
     target = _secret_db(tmp_path / "target.db")
     before = _sha(target)
-    _fresh(env)
-    assert _call(env, "bump") == {"n": 1}
+    env = side.open()
+    assert _call(env, "bump") == {"n": side.base + 1}
     assert _call(env, "plant", kind=kind, target=str(target)) == {"planted": kind}
     env.step(call_text("bump", {}))
     *_, info = env.step("done")
     assert info["success"] is False and "unusable" in info["verifier_result"]["error"]
     assert "TOPSECRET" not in json.dumps(info)
-    _fresh(env)
-    assert _call(env, "bump") == {"n": 1}
-    assert _sha(target) == before and not (env._workspace.database).is_symlink()
+    side.stop()
+    side.intact()
+    assert _sha(target) == before and not (side.env.unwrapped._workspace.database).is_symlink()
 
 
 @pytest.mark.parametrize("kind", ["deleted", "dir"])
-def test_a_deleted_or_replaced_database_is_an_error_not_a_crash(env, kind):
+def test_a_deleted_or_replaced_database_is_an_error_not_a_crash(side, kind):
     # Handled by the fstat check (a directory is not a database) and a reset that clears the folder.
-    _fresh(env)
+    env = side.open()
     assert _call(env, "plant", kind=kind) == {"planted": kind}
     obs, *_ = env.step(call_text("bump", {}))
     assert isinstance(obs, str)
@@ -469,9 +530,11 @@ def test_a_deleted_or_replaced_database_is_an_error_not_a_crash(env, kind):
     *_, info = env.step("done")
     if kind == "dir":
         assert info["success"] is False and "not a regular file" in info["verifier_result"]["error"]
+    side.stop()
+    side.intact()
     for _ in range(2):
-        _fresh(env)
-        assert _call(env, "bump") == {"n": 1}
+        _fresh(side.env)
+        assert _call(side.env, "bump") == {"n": 1}
 
 
 def test_deep_json_from_a_verifier_fails_the_task(env):
@@ -500,12 +563,15 @@ def test_branches_of_an_app_with_memory_replay(dataset):
         child.close()
         with pytest.raises(NotImplementedError):
             branch(env, "snapshot")
-    with AWMEnv(path=dataset, state_in_database=True) as env:  # the old behaviour: a snapshot forgets memory
+    with AWMEnv(path=dataset, state_in_database=True) as env:  # a snapshot forks the running app, memory and all
         env.reset(options={"task_id": "attack_1/0"})
         _call(env, "bump_memory")
-        child = branch(env)
-        assert _call(child, "bump_memory") == {"n": 1} != _call(env, "bump_memory")
+        child = branch(env, "snapshot")
+        assert _call(child, "bump_memory") == _call(env, "bump_memory") == {"n": 2}
+        assert _call(child, "bump_memory") == {"n": 3} and _call(child, "bump") == {"n": 1}
+        assert _call(env, "bump_memory") == {"n": 3} and _call(env, "bump") == {"n": 1}  # each its own process and database
         child.close()
+        assert _call(env, "bump_memory") == {"n": 4}  # closing the branch leaves the original's app running
 
 
 def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):

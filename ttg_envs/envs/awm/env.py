@@ -5,24 +5,29 @@ scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox`). T
 app's routes (named by ``operationId``), listed in the system prompt and ``info["tools"]``. An
 assistant response without tool calls is the final answer: the scenario's verifier then compares
 the initial and final databases (and the answer) in another sandboxed child and sets ``success``.
-Branches copy the database with SQLite's backup API, plus the transcript, where the app keeps its
-state in the database (the bundled apps); otherwise they replay the episode, so an app's in-memory
-state is rebuilt too. The parent reads the episode folder only through a directory descriptor
-(:mod:`.folder`): a database the app replaced by a link, a directory or nothing is an error, never
-a file read or written outside.
+Branches (where the app keeps its state in the database: the bundled apps) copy the database with
+SQLite's backup API into a subfolder of the same sandbox and fork the running app there; otherwise
+they replay the episode, so an app's in-memory state is rebuilt too. Resets fork a warm app of the
+scenario (:class:`_Sandbox`), so neither starts a sandbox or loads app code. The parent reads the
+episode folder only through a directory descriptor (:mod:`.folder`): a database the app replaced by
+a link, a directory or nothing is an error, never a file read or written outside.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import json
 import os
 import shutil
 import tempfile
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..._optional import require
 from ...core import StepOutcome
@@ -68,19 +73,132 @@ class _Prepared:
     """What every episode of a scenario shares: the initial database and the tools."""
 
     initial: bytes
+    initial_digest: str = ""
     tools: list[Tool] | None = None
     routes: dict[str, Route] | None = None
 
 
+class _Sandbox:
+    """One OS sandbox: its fork server, its folder, and warm app processes, shared by an episode
+    and its branches (each in a subfolder of its own).
+
+    ``warm`` holds up to :data:`WARM_APPS` apps that loaded a scenario's code over its initial
+    database and never served a request: a reset forks one of them instead of loading the code again.
+    When the last user closes, the sandbox (fork server and warm apps; every other process stopped,
+    the episode folders gone) waits in a pool of at most :data:`POOL` per mode for the next env of
+    this process; what is left there is closed at exit (:func:`close_idle_sandboxes`).
+    """
+
+    WARM_APPS = 4
+    POOL = 2
+    # Keyed by the owning process too: a forked process must not take (or delete) its parent's.
+    _pool: ClassVar[dict[tuple[int, str], list[_Sandbox]]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
+        self.zygote = Zygote(self.folder.path, mode)
+        self.users = 0
+        self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
+
+    @classmethod
+    def take(cls, mode: str) -> _Sandbox:
+        """An idle sandbox of ``mode`` from the pool, else a new one (started on first use)."""
+        with cls._lock:
+            pool = cls._pool.get((os.getpid(), mode), [])
+            while pool:
+                sandbox = pool.pop()
+                if sandbox.zygote.running:
+                    return sandbox
+                sandbox.close()
+        return cls(mode)
+
+    def release(self) -> None:
+        """One user fewer; the last one puts the sandbox in the pool (or closes it when that is full)."""
+        self.users -= 1
+        if self.users > 0:
+            return
+        with self._lock:
+            pool = self._pool.setdefault((os.getpid(), self.mode), [])
+            if len(pool) < self.POOL and self.zygote.running and self.zygote.sweep():
+                pool.append(self)
+                return
+        self.close()
+
+    def warm_app(
+        self, scenario: Scenario, prepared: _Prepared, *, start_timeout: float, limits: dict[str, int]
+    ) -> tuple[EpisodeFolder, AppProcess]:
+        """The warm app of ``scenario`` under ``limits`` (started now when there is none or it died)."""
+        code = hashlib.sha256(scenario.env_code.encode()).hexdigest()
+        key = (scenario.name, code, prepared.initial_digest, tuple(sorted(limits.items())))
+        entry = self.warm.get(key)
+        if entry is not None and entry[1].alive:
+            self.warm.move_to_end(key)
+            return entry
+        self.drop_warm(key)
+        while len(self.warm) >= self.WARM_APPS:
+            self.drop_warm(next(iter(self.warm)))
+        sub = self.folder.subfolder("warm-")
+        try:
+            sub.write(_Workspace.DATABASE, prepared.initial)
+            app = AppProcess(
+                self.zygote,
+                sub.path,
+                sub.path / _Workspace.DATABASE,
+                scenario.env_code,
+                start_timeout=start_timeout,
+                limits=limits,
+                openapi=prepared.tools is None,
+            )
+        except BaseException:
+            sub.close()
+            raise
+        self.warm[key] = (sub, app)
+        return sub, app
+
+    def drop_warm(self, key: tuple) -> None:
+        """Stop the warm app under ``key``, if any."""
+        entry = self.warm.pop(key, None)
+        if entry is not None:
+            entry[1].close()
+            entry[0].close()
+
+    def close(self) -> None:
+        """Stop every process of the sandbox and delete its folder."""
+        for key in list(self.warm):
+            self.drop_warm(key)
+        self.zygote.close()
+        self.folder.close()
+
+
+def close_idle_sandboxes() -> None:
+    """Close the pooled AWM sandboxes no env uses (also run at interpreter exit)."""
+    with _Sandbox._lock:
+        mine = [key for key in _Sandbox._pool if key[0] == os.getpid()]
+        idle = [s for key in mine for s in _Sandbox._pool.pop(key)]
+    for sandbox in idle:
+        sandbox.close()
+
+
+atexit.register(close_idle_sandboxes)
+
+
 class _Workspace:
-    """An env's episode folder (holding the episode database), its fork server and its app process."""
+    """An env's episode folder (holding the episode database) in a shared sandbox, and its app process."""
 
     DATABASE = "episode.db"
 
-    def __init__(self, mode: str) -> None:
-        self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
-        self.zygote = Zygote(self.folder.path, mode)
+    def __init__(self, sandbox: _Sandbox) -> None:
+        self.folder = sandbox.folder.subfolder("episode-")
+        sandbox.users += 1
+        self.sandbox = sandbox
         self.app: AppProcess | None = None
+        self._closed = False
+
+    @property
+    def zygote(self) -> Zygote:
+        return self.sandbox.zygote
 
     @property
     def database(self) -> Path:
@@ -97,14 +215,50 @@ class _Workspace:
         self.folder.clear()
         self.folder.write(self.DATABASE, data)
 
+    def fork_from(self, app: AppProcess | None, timeout: float) -> None:
+        """Serve this folder's database by a fork of ``app`` (a no-op when it is not running: the
+        first call then starts a new app; so it does when the fork fails)."""
+        if app is not None and app.alive:
+            try:
+                self.app = app.fork(self.zygote, self.folder.path, self.database, timeout=timeout)
+            except SandboxError:
+                self.app = None
+
     def read(self) -> bytes:
         """A snapshot of the episode database (:class:`SandboxError` when the app broke it)."""
         return copy_out(self.folder, self.DATABASE)
 
     def close(self) -> None:
-        self.stop_app()
-        self.zygote.close()
-        self.folder.close()
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.stop_app()
+            self.folder.close()
+        finally:
+            self.sandbox.release()
+
+
+_INITIAL: OrderedDict[str, bytes] = OrderedDict()
+#: Initial databases kept per process (the most recently used).
+INITIAL_CACHE = 64
+
+
+def _initial_database(scenario: Scenario) -> bytes:
+    """The scenario's initial database, built once per process for each schema and sample rows."""
+    key = hashlib.sha256(json.dumps([scenario.tables, scenario.inserts], sort_keys=True, default=str).encode()).hexdigest()
+    if key in _INITIAL:
+        _INITIAL.move_to_end(key)
+    else:
+        while len(_INITIAL) >= INITIAL_CACHE:
+            _INITIAL.popitem(last=False)
+        scratch = Path(tempfile.mkdtemp(prefix="ttg-awm-build-"))
+        try:
+            db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
+            _INITIAL[key] = db.snapshot(scratch / "initial.db")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return _INITIAL[key]
 
 
 def _final_answer(content: str) -> str:
@@ -128,9 +282,10 @@ class AWMEnv(ToolEnv):
             cannot run here. ``"python"``: only the in-process guard (warns).
         limits: hard resource limits of app and verifier processes (keys of
             :data:`~.sandbox.DEFAULT_LIMITS`: ``as``, ``fsize``, ``cpu``, ``nproc``, ``nofile``).
-        state_in_database: whether the apps keep all their state in the database, so that a
-            branch may copy just the database (default: true for the bundled apps, false for
-            ``path``; false branches by replaying the episode).
+        state_in_database: whether the apps keep all their state in the database and per-request
+            SQLAlchemy connections, so that a branch may copy the database and fork the running app
+            (its memory comes along; default: true for the bundled apps, false for ``path``; false
+            branches by replaying the episode).
     """
 
     default_max_steps = turn_limit("ttg/AWM-v0")
@@ -172,7 +327,7 @@ class AWMEnv(ToolEnv):
         self.limits = dict(limits or {})
         self.state_in_database = path is None if state_in_database is None else bool(state_in_database)
         self._prepared: dict[str, _Prepared] = {}
-        self._workspace = _Workspace(sandbox)
+        self._workspace = _Workspace(_Sandbox.take(sandbox))
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
 
@@ -201,12 +356,8 @@ class AWMEnv(ToolEnv):
     def _prepare(self, scenario: Scenario) -> _Prepared:
         prepared = self._prepared.get(scenario.name)
         if prepared is None:
-            scratch = Path(tempfile.mkdtemp(prefix="ttg-awm-build-"))
-            try:
-                db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
-                prepared = self._prepared[scenario.name] = _Prepared(db.snapshot(scratch / "initial.db"))
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+            initial = _initial_database(scenario)
+            prepared = self._prepared[scenario.name] = _Prepared(initial, hashlib.sha256(initial).hexdigest())
         return prepared
 
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
@@ -218,14 +369,17 @@ class AWMEnv(ToolEnv):
             before = ws.read() if self.task is not None else None
         except SandboxError:
             before = None
-        ws.load(prepared.initial)
         try:
+            warm_folder, warm = ws.sandbox.warm_app(scenario, prepared, start_timeout=self.start_timeout, limits=self.limits)
             if prepared.tools is None:
-                prepared.tools, prepared.routes = tools_from_openapi(self._app(scenario).openapi)
+                prepared.tools, prepared.routes = tools_from_openapi(warm.openapi)
+            # The warm app's database: the initial one, as its code left it at load.
+            ws.load(copy_out(warm_folder, _Workspace.DATABASE))
         except BaseException:
             # A failed reset leaves the previous episode's database (its app restarts on the next call).
             ws.load(before) if before is not None else ws.stop_app()
             raise
+        ws.fork_from(warm, self.start_timeout)
         self._answer = None
         return task.text, {"tools": [tool.openai() for tool in prepared.tools]}
 
@@ -310,22 +464,25 @@ class AWMEnv(ToolEnv):
         h.update(b"answered" if self._answer is not None else b"open")
         return h.hexdigest()[:32]
 
-    def _snapshot(self) -> tuple[bytes, str | None] | None:
-        # A copy of the database is the whole state only when the app keeps nothing in memory.
+    def _snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
+        # A copy of the database (and of the app's process, when it runs) is the whole state only
+        # when the app keeps nothing in memory that a restart would not rebuild.
         if not self.state_in_database:
             return None
         try:
-            return self._workspace.read(), self._answer
+            return self._workspace.read(), self._answer, self._workspace
         except SandboxError:
             return None
 
-    def _restore(self, snapshot: tuple[bytes, str | None]) -> None:
-        data, self._answer = snapshot
+    def _restore(self, snapshot: tuple[bytes, str | None, _Workspace]) -> None:
+        data, self._answer, source = snapshot
         self._workspace.load(data)
+        if source.sandbox is self._workspace.sandbox and self._answer is None:
+            self._workspace.fork_from(source.app, self.tool_timeout)
 
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
-        clone._workspace = _Workspace(self.sandbox)
+        clone._workspace = _Workspace(self._workspace.sandbox)
         clone._finalizer = weakref.finalize(clone, clone._workspace.close)
         return clone
 

@@ -85,7 +85,11 @@ class EpisodeFolder:
             os.close(fd)
 
     def subfolder(self, prefix: str) -> EpisodeFolder:
-        """A new, empty folder inside this one (the child must be stopped while it is made)."""
+        """A new, empty folder inside this one.
+
+        A child racing it (renaming or replacing the new entry) gets a folder of its own making
+        inside this one: every later access goes through the descriptor opened here, never the name.
+        """
         for _ in range(100):
             name = prefix + os.urandom(6).hex()
             try:

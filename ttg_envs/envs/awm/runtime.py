@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -65,6 +66,20 @@ class Zygote:
     def _running(self) -> bool:
         return self._pid == os.getpid() and self._process is not None and self._process.poll() is None
 
+    @property
+    def running(self) -> bool:
+        """Whether the fork server is up (in this process); not yet started counts as up."""
+        return self._process is None or self._running()
+
+    def sweep(self) -> bool:
+        """Stop every process the fork server's children left running; False when it did not answer."""
+        if self._process is None:
+            return True
+        try:
+            return self._ask({"op": "kill", "pid": 0}).get("ok") is True
+        except SandboxError:
+            return False
+
     def _ensure(self) -> socket.socket:
         if self._running():
             return self._control
@@ -119,6 +134,11 @@ class Zygote:
         conn.send_bytes(json.dumps(job).encode("utf-8"))
         return pid, conn
 
+    def keep(self, pid: int) -> None:
+        """Spare ``pid`` (a branch app, a pid in the sandbox) from the sweeps until :meth:`kill` names it."""
+        if self._running():
+            self._ask({"op": "keep", "pid": int(pid)})
+
     def kill(self, pid: int) -> None:
         """Stop a child the fork server forked (in the OS sandbox: every process but the server)."""
         if self._running():
@@ -150,6 +170,28 @@ class Child:
         self._zygote = zygote
         self._pid, self._conn = zygote.spawn(target, job)
         self._alive = True
+
+    _pidfd: int | None = None
+
+    @classmethod
+    def attached(cls, zygote: Zygote, pidfd: int, pid: int, conn: Connection) -> Child:
+        """A branch app that another app forked: stopped through ``pidfd``, kept by ``zygote`` as ``pid``."""
+        child = cls.__new__(cls)
+        child._zygote, child._pid, child._conn, child._alive, child._pidfd = zygote, pid, conn, True, pidfd
+        return child
+
+    def send_fd(self, message: dict[str, Any], fd: int) -> None:
+        """Send ``message`` and then the descriptor ``fd`` (one byte with it attached)."""
+        try:
+            self._conn.send_bytes(json.dumps(message).encode("utf-8"))
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=self._conn.fileno())
+            try:
+                socket.send_fds(sock, [b"F"], [fd])
+            finally:
+                sock.detach()
+        except (OSError, ValueError) as exc:
+            self.kill()
+            raise SandboxError(f"the sandboxed process is gone ({type(exc).__name__})") from None
 
     def receive(self, timeout: float) -> dict[str, Any]:
         """The child's next reply; kills the child on timeout, crash or junk."""
@@ -189,6 +231,13 @@ class Child:
         if self._alive:
             self._alive = False
             self._conn.close()
+            if self._pidfd is not None:
+                try:
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                except OSError:
+                    pass
+                os.close(self._pidfd)
+                self._pidfd = None
             self._zygote.kill(self._pid)
 
 
@@ -221,6 +270,50 @@ class AppProcess:
             raise
         self.openapi: dict[str, Any] = openapi_doc
 
+    @classmethod
+    def _of(cls, child: Child) -> AppProcess:
+        app = cls.__new__(cls)
+        app._child, app.openapi = child, {}
+        return app
+
+    def fork(self, zygote: Zygote, folder: str | Path, database: str | Path, *, timeout: float) -> AppProcess:
+        """A copy of this app (its memory included) serving ``database`` in ``folder``.
+
+        The copy is forked by this app, in the same sandbox, and adopted by ``zygote`` (this app's
+        fork server). :class:`SandboxError` when the app does not do so in ``timeout`` seconds
+        (then this app is stopped, as after any late answer).
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pidfd = None
+        try:
+            try:
+                self._child.send_fd({"op": "fork", "folder": str(folder), "database": str(database)}, theirs.fileno())
+            finally:
+                theirs.close()
+            reply = self._child.receive(timeout)
+            if not reply.get("ok"):
+                self._child.kill()  # its stream may be out of step
+                raise SandboxError(str(reply.get("error", "the app did not fork")))
+            ours.settimeout(timeout)
+            _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+            pidfd = fds[0] if fds else None
+            pid = _pidfd_pid(pidfd)
+            if pid is None:
+                raise SandboxError("the forked app sent no handle of its process")
+            zygote.keep(pid)
+            conn = Connection(ours.detach())
+        except (EOFError, OSError, ValueError) as exc:
+            ours.close()
+            if pidfd is not None:
+                os.close(pidfd)
+            raise SandboxError(f"the app did not fork ({type(exc).__name__})") from None
+        except BaseException:
+            ours.close()
+            if pidfd is not None:
+                os.close(pidfd)
+            raise
+        return AppProcess._of(Child.attached(zygote, pidfd, pid, conn))
+
     def request(self, method: str, path: str, query: dict[str, Any], body: Any, *, has_body: bool, timeout: float) -> tuple[int, str]:
         """One HTTP request to the app: ``(status, body text)``."""
         message: dict[str, Any] = {"method": method, "path": path, "query": query}
@@ -242,6 +335,23 @@ class AppProcess:
     def close(self) -> None:
         """Stop the app process."""
         self._child.kill()
+
+
+def _pidfd_pid(fd: int | None) -> int | None:
+    """The pid in its own (the sandbox's) namespace of the process pidfd ``fd``; None if not a pidfd."""
+    if fd is None:
+        return None
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:[pidfd]":
+            return None
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    pid = int(line.split()[-1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -282,7 +392,8 @@ def run_verifier(
 ) -> Verdict:
     """Run an AWM verifier on copies of the ``initial`` and ``final`` snapshots, in a new subfolder of ``folder``.
 
-    No other child of ``zygote`` may be running (in the OS sandbox it would be stopped).
+    The episode's own app must be stopped (nothing of it runs beside its verifier); other apps of
+    the sandbox (branches, warm apps) go on.
     """
     try:
         sub = folder.subfolder("verify-")

@@ -12,6 +12,11 @@ the episode folder writable): that is the boundary. Before any model-written cod
 - makes every SQLite connection refuse ``ATTACH`` and, for an app, open the episode database
   whatever path the code names (SQLAlchemy's connections included).
 
+A running app also forks itself for a branch (``{"op": "fork"}`` with a new socket attached): the
+copy keeps the app's memory, drops its SQLite connections without touching the original's file
+(SQLAlchemy pools are disposed, raw connections refuse every statement) and serves the branch's
+own database copy, in the branch's folder. The copy runs in the same OS sandbox as the original.
+
 Messages to and from the parent are JSON bytes, so a child can never make the parent unpickle.
 """
 
@@ -19,20 +24,24 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import gc
 import inspect
 import json
 import os
 import resource
+import signal
 import socket
 import sqlite3
 import sys
 import sysconfig
 import traceback
 import types
+import weakref
 from typing import Any
 
 # Imported here, before the guard is up, so app code importing them needs no file access.
 try:
+    import anyio._backends._asyncio  # noqa: F401  (else the first sync route of each process imports it)
     import fastapi
     import httpx
     import pydantic  # noqa: F401
@@ -127,7 +136,14 @@ class _Guard:
         p = os.path.realpath(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else ""
         return p.startswith(self.read_roots)
 
+    def move(self, folder: str, databases: set[str]) -> None:
+        """Confine to another folder and databases (a forked branch app)."""
+        self.folder = os.path.realpath(folder) + os.sep
+        self.databases = {os.path.realpath(d) for d in databases}
+
     def __call__(self, event: str, args: tuple) -> None:
+        if event == "os.fork" and _FORKING:
+            return
         if event == "open":
             path, mode, flags = args
             if isinstance(path, int):
@@ -163,6 +179,22 @@ def _no_attach(action: int, *args: Any) -> int:
     return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
 
 
+def _deny_all(action: int, *args: Any) -> int:
+    return sqlite3.SQLITE_DENY
+
+
+class _Tracked(sqlite3.Connection):
+    """A connection the sandbox can find again (sqlite3's own class has no weak references)."""
+
+
+#: Where the app's on-disk connections go, the guard, the connections opened, and whether our own
+#: fork is under way (the guard refuses every other one).
+_STATE: dict[str, Any] = {"database": None, "guard": None}
+_CONNECTIONS: weakref.WeakSet = weakref.WeakSet()
+_INHERITED: list[Any] = []
+_FORKING = False
+
+
 #: Hard resource limits of a child (soft = hard, so the child cannot raise them): address space and
 #: file size in bytes, CPU seconds, processes of the sandbox uid, open files.
 DEFAULT_LIMITS = {"as": 4 << 30, "fsize": 256 << 20, "cpu": 600, "nproc": 64, "nofile": 256}
@@ -189,7 +221,8 @@ def _confine(folder: str, databases: set[str], limits: dict[str, int] | None = N
     set_limits(limits)
     sys.dont_write_bytecode = True
     os.chdir(folder)
-    sys.addaudithook(_Guard(folder, databases))
+    guard = _STATE["guard"] = _Guard(folder, databases)
+    sys.addaudithook(guard)
 
 
 def _confine_sqlite(database: str | None) -> None:
@@ -199,14 +232,19 @@ def _confine_sqlite(database: str | None) -> None:
     rewrites the ``create_engine`` line instead); SQLAlchemy's pysqlite dialect goes through here too.
     """
     real = sqlite3.connect
+    _STATE["database"] = database
 
     def connect(target: Any = ":memory:", *args: Any, **kwargs: Any):
         name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else ""
+        database = _STATE["database"]
         if database is not None and name not in ("", ":memory:") and "mode=memory" not in name:
             target = database
             kwargs.pop("uri", None)
-        conn = real(target, *args, **kwargs)
+        tracked = len(args) < 5 and "factory" not in kwargs
+        conn = real(target, *args, **({"factory": _Tracked, **kwargs} if tracked else kwargs))
         conn.set_authorizer(_no_attach)
+        if tracked:
+            _CONNECTIONS.add(conn)
         if database is not None:
             # The episode file is a scratch copy: commits need not wait for the disk.
             conn.execute("PRAGMA synchronous = OFF")
@@ -256,6 +294,7 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
         return
     _confine(folder, {database}, limits)
     _confine_sqlite(database)
+    _fork_safe_pools()
     loop = asyncio.new_event_loop()
     try:
         namespace = _namespace("awm_env")
@@ -263,16 +302,78 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
         app = _find_app(namespace)
         loop.run_until_complete(app.router.lifespan_context(app).__aenter__())
         schema = json.loads(json.dumps(app.openapi(), default=str)) if openapi else None
+        # One request no route answers: the first request's lazy set-up happens now, once, and a
+        # fork of this app (a warm app, a branch) starts with it done.
+        warm = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False), base_url="http://awm.local")
+        try:
+            loop.run_until_complete(warm.get("/.ttg-warm-up"))
+        except Exception:  # best effort, like the engines below
+            pass
+        _connect_engines()
     except BaseException as exc:
         _send(conn, {"ok": False, "error": f"the environment code failed to load: {_describe(exc)}"})
         return
     _send(conn, {"ok": True, "openapi": schema})
+    _serve(conn, app, loop)
+
+
+def _connect_engines() -> None:
+    """Open and close one connection of every SQLAlchemy engine: the dialect's first-connect set-up
+    reads the database once, here, not in every fork's first request (and no fork inherits a file)."""
+    engine_cls = getattr(sys.modules.get("sqlalchemy.engine"), "Engine", None)
+    if engine_cls is None:
+        return
+    for obj in gc.get_objects():
+        if isinstance(obj, engine_cls):
+            try:
+                with obj.connect():
+                    pass
+                obj.dispose()
+            except Exception:  # best effort: an engine that cannot connect fails in its requests, as before
+                pass
+
+
+def _fork_safe_pools() -> None:
+    """SQLAlchemy's recipe for pools across ``os.fork``: a connection made in another process is
+    dropped at checkout, never closed or used here (the original process still uses it)."""
+    try:
+        from sqlalchemy import event, exc, pool
+    except ImportError:
+        return
+
+    def on_connect(dbapi_connection, record) -> None:
+        record.info["pid"] = os.getpid()
+
+    def on_checkout(dbapi_connection, record, proxy) -> None:
+        if record.info.get("pid") != os.getpid():
+            _INHERITED.append(dbapi_connection)
+            record.dbapi_connection = proxy.dbapi_connection = None
+            raise exc.DisconnectionError("connection of the process this branch was forked from")
+
+    event.listen(pool.Pool, "connect", on_connect)
+    event.listen(pool.Pool, "checkout", on_checkout)
+
+
+def _serve(conn, app, loop) -> None:
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False), base_url="http://awm.local")
     while True:
         try:
             request = json.loads(conn.recv_bytes())
         except EOFError:
             return
+        if isinstance(request, dict) and request.get("op") == "fork":
+            try:
+                fd = _receive_fd(conn)
+            except BaseException as exc:
+                _send(conn, {"ok": False, "error": f"no socket for the branch: {_describe(exc)}"})
+                return  # the stream is out of step: the parent starts a new app
+            child = _fork_branch(conn, fd, request)
+            if child is not None:  # the branch's copy of this process: serve it from here on
+                conn, loop = child, asyncio.new_event_loop()
+                client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False), base_url="http://awm.local")
+            else:
+                _send(conn, {"ok": True})
+            continue
         try:
             kwargs = {"params": request.get("query") or None}
             if "body" in request:
@@ -285,6 +386,68 @@ def serve_app(conn, folder: str, database: str, code: str, openapi: bool = True,
         except BaseException as exc:
             reply = {"ok": False, "error": _describe(exc)}
         _send(conn, reply)
+
+
+def _receive_fd(conn) -> int:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=conn.fileno())
+    try:
+        _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    finally:
+        sock.detach()
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("expected one descriptor")
+    return fds[0]
+
+
+def _fork_branch(conn, fd: int, request: dict[str, Any]):
+    """Fork this app for a branch; in the branch's process return its new connection, here None.
+
+    The copy first sends a pidfd of itself (the parent stops it through that). The kernel reaps it
+    when it stops (SIGCHLD is ignored here), or the fork server does (the sandbox's subreaper) once
+    this app is gone.
+    """
+    global _FORKING
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # stopped copies are reaped by the kernel, no zombies
+    gc.freeze()  # the copy's collector then leaves the shared pages alone
+    _FORKING = True
+    try:
+        pid = os.fork()
+    finally:
+        _FORKING = False
+    if pid == 0:
+        conn.close()  # else the parent would not see the original exit
+        return _become_branch(fd, request)
+    os.close(fd)
+    return None
+
+
+def _become_branch(fd: int, request: dict[str, Any]):
+    from multiprocessing.connection import Connection
+
+    # The original's connections stay open here and are never used: closing them would let
+    # SQLite act on the original's file from this process.
+    for conn in list(_CONNECTIONS):
+        _INHERITED.append(conn)
+        try:
+            conn.set_authorizer(_deny_all)
+        except sqlite3.Error:
+            pass
+    _CONNECTIONS.clear()
+    folder, database = str(request["folder"]), str(request["database"])
+    if _STATE["guard"] is not None:
+        _STATE["guard"].move(folder, {database})
+    _STATE["database"] = database
+    os.chdir(folder)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=fd)
+    pidfd = os.pidfd_open(os.getpid())
+    try:
+        socket.send_fds(sock, [b"P"], [pidfd])
+    finally:
+        os.close(pidfd)
+        sock.detach()
+    return Connection(fd)
 
 
 def run_verifier(

@@ -4,8 +4,12 @@ The zygote is started with ``python -c`` (so no caller module is ever re-importe
 FastAPI/SQLAlchemy once through :mod:`.sandbox`, and then serves a control socket
 (``AF_UNIX``/``SOCK_SEQPACKET``): ``{"op": "spawn", "target"}`` with one socket attached forks a
 child that closes the control socket, reads its job (JSON) from the attached socket and runs the
-target; ``{"op": "kill", "pid"}`` stops a child it forked. Children are reaped by the zygote, so a
-pid it kills is never a recycled one.
+target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` marks an app
+that an app forked for a branch (the parent stops that one itself, through a pidfd). Children are
+reaped by the zygote, so a pid it kills is never a recycled one; the zygote is the subreaper of the
+sandbox, so a branch app whose original stopped is reaped here too. In the OS sandbox, ``kill`` also
+stops every process there but the zygote, its live children and the kept apps (what apps forked on
+their own); ``kill`` of a kept pid releases it to that sweep.
 """
 
 from __future__ import annotations
@@ -14,21 +18,12 @@ import json
 import os
 import signal
 import socket
+import time
 from multiprocessing.connection import Connection
 
 from . import sandbox
 
 TARGETS = {"app": sandbox.serve_app, "verify": sandbox.run_verifier}
-
-
-def _reap(live: set[int]) -> None:
-    for pid in list(live):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            live.discard(pid)
 
 
 def _run_child(fd: int, target: str) -> None:
@@ -40,35 +35,95 @@ def _run_child(fd: int, target: str) -> None:
     TARGETS[target](conn, **job)
 
 
-def _not_dumpable() -> None:
+def _prctl(option: int, value: int) -> None:
     import ctypes
 
-    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def _sweep() -> None:
-    """Kill every process this one may signal (in the sandbox: all but itself and init) and reap."""
+def _not_dumpable() -> None:
+    _prctl(4, 0)  # PR_SET_DUMPABLE = 4
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
     try:
-        os.kill(-1, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # The command name (in parentheses) may hold anything: the state is the field after its last ")".
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X", b"")
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    try:
+        with open(f"/proc/self/task/{me}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:  # no CONFIG_PROC_CHILDREN: read every process's parent
+        found = []
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 1 and int(fields[1]) == me:
+                found.append(int(name))
+        return found
+
+
+def _reap_all(live: set[int]) -> None:
     while True:
         try:
-            if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                break
+            pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            break
+            return
+        if pid == 0:
+            return
+        live.discard(pid)
+
+
+def _sweep(live: set[int], kept: set[int]) -> None:
+    """Kill and reap every child of this process but the ``live`` ones and ``kept``, until none is left.
+
+    As the sandbox's subreaper this process inherits what a stopped app left running (its forks,
+    theirs in turn, as each parent dies): those are the children it did not fork itself.
+    """
+    for _ in range(1000):
+        _reap_all(live)
+        victims = [pid for pid in _children() if pid not in live and pid not in kept]
+        if not victims:
+            return
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in victims:  # dead, so their own children are ours on the next round
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _wait_gone(pid: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def main(control_fd: int, isolated: bool = False) -> None:
     """Serve spawn and kill requests on ``control_fd`` until the parent closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's Ctrl-C is the parent's to handle
-    # kill(-1) is only safe as an unprivileged uid in a PID namespace of our own (bwrap's init is 1).
-    sweep = isolated and os.getuid() != 0 and os.getpid() == 2
     if isolated:
         _not_dumpable()
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of the apps (branch apps, their leftovers) come here
     control = socket.socket(fileno=control_fd)
     live: set[int] = set()
+    kept: set[int] = set()
     try:
         while True:
             try:
@@ -77,7 +132,7 @@ def main(control_fd: int, isolated: bool = False) -> None:
                 break
             if not data:
                 break
-            _reap(live)
+            _reap_all(live)
             message = json.loads(data)
             if message["op"] == "spawn" and fds and message.get("target") in TARGETS:
                 pid = os.fork()
@@ -95,8 +150,15 @@ def main(control_fd: int, isolated: bool = False) -> None:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                     live.discard(pid)
-                if sweep:
-                    _sweep()
+                was_kept = pid in kept
+                kept.discard(pid)
+                control.send(b'{"ok": true}')
+                # After the answer: the parent goes on meanwhile, the next request waits.
+                if was_kept:  # stopped by the parent: once it is gone, its children are ours
+                    _wait_gone(pid)
+                _sweep(live, kept)
+            elif message["op"] == "keep":
+                kept.add(int(message["pid"]))
                 control.send(b'{"ok": true}')
             else:
                 control.send(b'{"error": "bad request"}')

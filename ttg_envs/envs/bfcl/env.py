@@ -283,7 +283,14 @@ class BFCLEnv(ToolEnv):
 
     def _snapshot(self) -> tuple[_Episode | None]:
         # A 1-tuple, never None: single-turn entries (no episode state) branch by snapshot too.
-        return (copy_state(self._episode),)
+        episode = self._episode
+        if episode is None:
+            return (None,)
+        # The tool list is shared: its tools are frozen and a turn that adds some makes a new list
+        # (copying their schemas was most of a branch's cost).
+        copied = copy_state(replace(episode, tools=[]))
+        copied.tools = episode.tools
+        return (copied,)
 
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
         self._episode = snapshot[0]

@@ -18,7 +18,7 @@ import hashlib
 import io
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -30,6 +30,7 @@ from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, r
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
 from .gold import gold_plan
+from .state import fork_environment, fresh_environment, reading
 from .users import LLMUser, ScenarioUser, ScriptedUser
 
 #: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
@@ -50,7 +51,7 @@ SCRIPTED_USERS = ("gold", "gold_drop_last", "scenario")
 
 @dataclass
 class _Episode:
-    """One conversation's mutable state (deep-copied to branch)."""
+    """One conversation's mutable state (a branch forks the environment, see :mod:`.state`)."""
 
     environment: Any
     user: Any
@@ -145,7 +146,7 @@ class Tau2Env(ToolEnv):
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self._task = self.tasks[index]
         messages = tau2("tau2.data_model.message")
-        environment = new_environment(self.domain)
+        environment = fresh_environment(self.domain)
         initial = task.initial_state
         history = copy.deepcopy(initial.message_history) if initial is not None and initial.message_history else []
         environment.set_state(
@@ -216,7 +217,16 @@ class Tau2Env(ToolEnv):
         return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
     def _snapshot(self) -> _Episode:
-        return copy.deepcopy(self._episode)
+        # Only the database (record by record, as either side changes it) and the conversation are
+        # copied; messages are never changed once recorded, so the branch's list holds the same ones.
+        episode = self._episode
+        environment = fork_environment(episode.environment)
+        return replace(
+            episode,
+            environment=environment,
+            user=copy.deepcopy(episode.user, {id(episode.environment): environment}),
+            trajectory=list(episode.trajectory),
+        )
 
     def _restore(self, snapshot: _Episode) -> None:
         self._episode = snapshot
@@ -299,7 +309,7 @@ class Tau2Env(ToolEnv):
         """tau2's ``get_response`` for one call; a generic tool's within :attr:`tool_timeout` seconds."""
         with _quiet():
             if self.tool_timeout is None or not _is_generic(environment, tool_call):
-                with preserved_numeric_state():
+                with preserved_numeric_state(), reading() if _is_read_only(environment, tool_call) else contextlib.nullcontext():
                     return environment.get_response(tool_call)
             try:
                 status, value = run_limited(lambda: environment.get_response(tool_call), self.tool_timeout)
@@ -377,6 +387,15 @@ def _fields(message: Any) -> str:
     """A tau2 message as the state key's JSON. Call ids are left out: they are labels that depend on
     the step counter, which a replay does not advance."""
     return json.dumps(message.model_dump(mode="json", exclude=_VOLATILE), sort_keys=True)
+
+
+def _is_read_only(environment: Any, tool_call: Any) -> bool:
+    """Whether tau2 declares the called tool read-only (then shared records are read in place)."""
+    kit = environment.user_tools if tool_call.requestor == "user" else environment.tools
+    try:
+        return kit is not None and kit.has_tool(tool_call.name) and kit.tool_type(tool_call.name).value == "read"
+    except (AttributeError, KeyError, ValueError):
+        return False
 
 
 def _is_generic(environment: Any, tool_call: Any) -> bool:

@@ -1,0 +1,219 @@
+"""Lookahead cost on every env: plain step, branch + first step, warm reset and a guided-4 step, in one run.
+
+Per env, along the first steps of its scripted policy's episode (the expert; gold for BFCL and tau2,
+with tau2's gold user), at each state:
+
+- plain step: ``env.step(action)`` of the bare env;
+- branch + first step: ``env.branch()`` and the same action stepped in the branch (its close apart);
+- natural step: the action stepped through ``make_env``'s stack with a ``ProgressMeterWrapper``
+  (a stack of its own on the same path, so its meter call meets no cache the trials filled);
+- guided-4 step: ``GuidedSelector(k=4).choose`` over 4 distinct texts of that action (4 branch
+  trials and one meter call over their histories; the branches are dropped, which closes them),
+  then the chosen one stepped through a second such stack;
+- reset (warm): ``reset`` of the same task again; reset + first step: that and the policy's first step.
+
+The meter is ``ScriptedMeter`` (a constant answer, about free), so the guided-4 ratio is the env's
+own cost of lookahead; ``--meter shipped`` uses the env's shipped meter instead (the tool envs get
+AWM's, as ``registry`` says), whose call then weighs in both the natural and the guided step.
+Ratios are to the natural step, medians over the states and ``--rounds``.
+
+``--before TREE`` measures another checkout (e.g. ``/work/main``) too: this script runs in child
+processes, one per tree and round, alternating, with ``PYTHONPATH`` set to the tree, so both sets of
+figures come from one run on the same (loaded) machine.
+
+Run: ``python benchmarks/bench_lookahead.py [--rounds 3] [--steps 4] [--before /work/main] [--envs AWM tau2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: name -> (env id, env kwargs, reset options, scripted policy)
+ENVS = {
+    "ALFWorld": ("ttg/ALFWorld-v0", {"split": "valid_seen"}, {"task_index": 0}, "expert"),
+    "PaperSearchQA": ("ttg/PaperSearchQA-v0", {}, {"task_index": 0}, "expert"),
+    "BFCL multi-turn": ("ttg/BFCL-v0", {"split": "multi_turn"}, {"task_index": 0}, "gold"),
+    "AWM": ("ttg/AWM-v0", {}, {"task_id": "crm_1/0"}, "expert"),
+    "tau2 (gold user)": ("ttg/Tau2-v0", {"domain": "retail", "user": "gold"}, {"task_index": 0}, "gold"),
+}
+FIELDS = (
+    "plain step",
+    "branch + first step",
+    "branch close",
+    "natural step",
+    "guided-4 step",
+    "reset (warm)",
+    "reset + first step",
+)
+
+
+def _ms(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return 1e3 * (time.perf_counter() - start), out
+
+
+def _next_task(options: dict, i: int) -> dict:
+    if "task_index" in options:
+        return {"task_index": options["task_index"] + i}
+    return options
+
+
+def _meter(env_id: str, kind: str):
+    if kind == "shipped":
+        from ttg_envs.meters import load_meter
+
+        return load_meter(env_id)
+    from ttg_envs.meters.scripted import ScriptedMeter
+
+    return ScriptedMeter(lambda history: (True, 100))
+
+
+def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
+    """One env's samples (ms) along the first ``steps`` non-final states of its policy's episode.
+
+    Every timed step is a second visit of its transition: an untimed step in a branch goes first.
+    ALFWorld caches successors per game, so a first visit costs more than any later one, whoever
+    makes it; this way the plain step, the branch's step and the trials all meet warm caches, and the
+    ratios show what branching adds.
+    """
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401
+    from ttg_envs.agents import GuidedSelector
+    from ttg_envs.registry import make_policy
+    from ttg_envs.wrappers import make_env
+
+    env_id, kwargs, options, policy_name = ENVS[name]
+    plain = gym.make(env_id, **kwargs).unwrapped
+    metered = make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs)
+    # The natural condition's stack, on the same path: its steps meet no meter cache the trials filled.
+    natural = make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs)
+    policy = make_policy(env_id, policy_name, seed=0)
+    selector = GuidedSelector(None, k=4)
+    out: dict[str, list[float]] = {f: [] for f in FIELDS}
+    # The first pass loads and warms what every later call reuses; episodes that end before
+    # ``steps`` states (PaperSearchQA's: a search, then the answer) go on with the next task.
+    passes = [(True, options)] + [(False, _next_task(options, i)) for i in range(steps)]
+    for warm_up, options in passes:
+        if not warm_up and len(out["plain step"]) >= steps:
+            break
+        plain.reset(options=options)
+        metered.reset(options=options)
+        if not warm_up:
+            out["reset (warm)"].append(_ms(lambda: plain.reset(options=options))[0])
+            # An env may defer work to its first step (AWM before: the app's start): both together.
+            first = policy(plain)
+            ms = _ms(lambda: plain.reset(options=options))[0]
+            out["reset + first step"].append(ms + _ms(lambda: plain.step(getattr(first, "text", first)))[0])
+            plain.reset(options=options)
+            metered.reset(options=options)
+        natural.reset(options=options)
+        for _ in range(1 if warm_up else steps - len(out["plain step"])):
+            action = policy(plain)
+            text = getattr(action, "text", action)
+            visit = plain.branch()  # the untimed first visit
+            result = visit.step(text)
+            visit.close()
+            if result[2] or result[3]:
+                break  # the final step (a verifier, tau2's evaluator) is not a step like the others
+            twin = plain.branch()
+            samples = {}
+            ms, child = _ms(twin.branch)
+            samples["branch + first step"] = ms + _ms(lambda: child.step(text))[0]
+            samples["branch close"] = _ms(child.close)[0]
+            twin.close()
+            samples["plain step"] = _ms(lambda: plain.step(text))[0]
+            samples["natural step"] = _ms(lambda: natural.step(text))[0]
+            candidates = [text + " " * i for i in range(4)]  # four distinct texts, each tried in its own branch
+            gc.collect()
+            choose, chosen = _ms(lambda: selector.choose(metered, candidates))
+            samples["guided-4 step"] = choose + _ms(lambda: metered.step(chosen.text))[0]
+            gc.collect()
+            if not warm_up:
+                for field, value in samples.items():
+                    out[field].append(value)
+    for env in (plain, metered, natural):
+        env.close()
+    return out
+
+
+def run_here(names: list[str], steps: int, meter_kind: str) -> dict[str, dict[str, list[float]]]:
+    """Every env's samples in this process."""
+    return {name: measure(name, steps, meter_kind) for name in names}
+
+
+def _child(tree: str, names: list[str], steps: int, meter_kind: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": tree}
+    argv = [sys.executable, __file__, "--json", "--steps", str(steps), "--meter", meter_kind, "--envs", *names]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{tree}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _merge(rounds: list[dict]) -> dict[str, dict[str, float]]:
+    merged: dict[str, dict[str, float]] = {}
+    for name in rounds[0]:
+        merged[name] = {}
+        for field in FIELDS:
+            samples = [x for r in rounds for x in r[name][field]]
+            merged[name][field] = statistics.median(samples) if samples else float("nan")
+    return merged
+
+
+def _table(label: str, figures: dict[str, dict[str, float]]) -> None:
+    print(f"\n{label}: ms (median), ratios to the natural step")
+    print(
+        f"{'env':18s} {'plain':>8s} {'br+1st':>8s} {'close':>7s} {'natural':>8s} {'guided-4':>9s} {'reset':>8s} {'rst+1st':>8s} | "
+        f"{'br+1st/plain':>12s} {'guided/nat':>10s}"
+    )
+    for name, f in figures.items():
+        print(
+            f"{name:18s} {f['plain step']:8.2f} {f['branch + first step']:8.2f} {f['branch close']:7.2f} {f['natural step']:8.2f} "
+            f"{f['guided-4 step']:9.1f} {f['reset (warm)']:8.1f} {f['reset + first step']:8.1f} | {f['branch + first step'] / f['plain step']:12.2f} "
+            f"{f['guided-4 step'] / f['natural step']:10.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(ENVS), choices=list(ENVS), metavar="ENV")
+    parser.add_argument("--steps", type=int, default=4, help="states measured per env and round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--meter", choices=("scripted", "shipped"), default="scripted")
+    parser.add_argument("--before", metavar="TREE", help="also measure this checkout (interleaved child processes)")
+    parser.add_argument("--json", action="store_true", help="print this process's samples as JSON (one round)")
+    args = parser.parse_args()
+    if args.json:
+        print(json.dumps(run_here(args.envs, args.steps, args.meter)))
+        return
+    here = str(Path(__file__).resolve().parent.parent)
+    trees = {"now": here, **({"before": args.before} if args.before else {})}
+    rounds: dict[str, list[dict]] = {label: [] for label in trees}
+    for _ in range(args.rounds):
+        for label, tree in trees.items():
+            rounds[label].append(_child(tree, args.envs, args.steps, args.meter))
+    figures = {label: _merge(r) for label, r in rounds.items()}
+    for label, f in figures.items():
+        _table(f"{label} ({trees[label]})", f)
+    if args.before:
+        print("\nbefore / now (time ratios)")
+        for name in args.envs:
+            b, n = figures["before"][name], figures["now"][name]
+            print(
+                f"{name:18s} "
+                + "  ".join(f"{k}: {b[k] / n[k]:.1f}x" for k in ("branch + first step", "guided-4 step", "reset + first step"))
+            )
+
+
+if __name__ == "__main__":
+    main()

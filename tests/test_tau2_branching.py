@@ -1,0 +1,150 @@
+"""tau2 branches share unchanged database records with their original (``envs/tau2/state.py``): they
+diverge independently, replay gold to reward 1.0 with the evaluator's verdict unchanged, resets start
+from the files' database, and the read-only tools that read shared records in place write nothing."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+
+pytest.importorskip("tau2")
+
+from ttg_envs.envs.tau2 import GoldPolicy, Tau2Env  # noqa: E402
+from ttg_envs.envs.tau2.data import new_environment  # noqa: E402
+from ttg_envs.envs.tau2.gold import gold_plan  # noqa: E402
+from ttg_envs.envs.tau2.state import SharedRecords, fork_environment, reading, shares_records  # noqa: E402
+from ttg_envs.tools import ToolCall  # noqa: E402
+
+
+def _db(env):
+    return env.environment.get_db_hash()
+
+
+def _first_write(env, index):  # env: reset (its environment names the tool types)
+    """The step of task ``index``'s first gold write call, and that call."""
+    moves = gold_plan(env.tasks[index])[0]
+    tools = env.environment.tools
+    for step, move in enumerate(moves):
+        if isinstance(move, ToolCall) and tools.has_tool(move.name) and tools.tool_type(move.name).value == "write":
+            return step, move
+    raise LookupError("no write")
+
+
+def _task_with_write(env):
+    env.reset(options={"task_index": 0})
+    for i in range(env.num_tasks):
+        try:
+            return i, *_first_write(env, i)
+        except LookupError:
+            continue
+    raise LookupError("no task writes")
+
+
+def _play(env, policy):
+    terminated = truncated = False
+    info = {}
+    while not (terminated or truncated):
+        _, _, terminated, truncated, info = env.step(policy(env))
+    return info
+
+
+def test_shared_records_copy_on_first_take():
+    record = {"name": "a", "tags": ["x"]}
+    original = SharedRecords({"k": record, "j": {"name": "j", "tags": []}})
+    branch = original.share()
+    branch["k"]["tags"].append("branch")
+    assert record["tags"] == ["x"] and original["k"]["tags"] == ["x"]
+    original["k"]["tags"].append("original")
+    assert branch["k"]["tags"] == ["x", "branch"] and record["tags"] == ["x"]
+    with reading():
+        assert dict.__getitem__(branch, "j") is branch["j"]  # read in place, no copy
+    for key, value in branch.items():
+        value["seen"] = True
+    assert "seen" not in dict.__getitem__(original, "j")
+    assert type(copy.deepcopy(branch)) is dict and pickle.loads(pickle.dumps(branch)) == copy.deepcopy(branch)
+    assert branch.pop("k")["tags"] == ["x", "branch"] and "k" not in branch and "k" in original
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_a_branch_and_its_original_diverge_independently(domain):
+    env = Tau2Env(domain, user="gold")
+    index, step, _ = _task_with_write(env)
+    env.reset(options={"task_index": index})
+    assert shares_records(env.environment)
+    policy = GoldPolicy()
+    for _ in range(step):
+        env.step(policy(env))
+    before = _db(env)
+    child = env.branch()
+    reference = env.branch("replay")  # a reset and the actions again: no record shared with env
+    assert _db(child) == before == _db(reference)
+    action = policy(env)
+    child.step(action)
+    assert _db(child) != before and _db(env) == before  # the branch's write stays in the branch
+    grandchild = child.branch()
+    env.step(action)
+    reference.step(action)
+    assert _db(env) == _db(child) == _db(reference) == _db(grandchild)
+    twin = env.branch()
+    infos = [_play(e, GoldPolicy()) for e in (env, twin, child, grandchild, reference)]
+    assert [i["success"] for i in infos] == [True, True, True, True, True]
+    rewards = [i["evaluation"]["reward"] for i in infos]
+    assert rewards == [1.0] * 5
+    # The evaluator's verdict is the same in every part that does not depend on wall-clock or ids.
+    checks = [{k: v for k, v in i["evaluation"].items() if k in ("reward", "db_check", "action_checks", "reward_breakdown")} for i in infos]
+    assert all(c == checks[-1] for c in checks)
+
+
+@pytest.mark.parametrize("domain, tasks", [("retail", range(0, 114, 38)), ("airline", range(0, 50, 17))])
+def test_gold_from_a_branch_at_every_step_still_wins(domain, tasks):
+    env = Tau2Env(domain, user="gold")
+    for index in tasks:
+        env.reset(options={"task_index": index})
+        policy = GoldPolicy()
+        branches = []
+        done = False
+        while not done:
+            branches.append(env.branch())
+            _, _, terminated, truncated, info = env.step(policy(env))
+            done = terminated or truncated
+        won = info["success"]
+        assert won or env.task["id"] in {"update_task_with_history_and_env_assertions"}
+        for child in branches[:: max(1, len(branches) // 3)]:
+            assert _play(child, GoldPolicy())["success"] == won
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_a_reset_starts_from_the_files_database(domain):
+    env = Tau2Env(domain, user="gold")
+    index, _, _ = _task_with_write(env)
+    for _ in range(2):
+        env.reset(options={"task_index": index})
+        _play(env, GoldPolicy())
+    env.reset(options={"task_index": index})
+    assert _db(env) == new_environment(domain).get_db_hash()
+
+
+@pytest.mark.parametrize("domain", ["retail", "airline"])
+def test_read_only_tools_write_nothing(domain):
+    """Records are read in place while a tool tau2 declares read-only runs: check that it changes nothing."""
+    env = Tau2Env(domain, user="gold")
+    seen: set[str] = set()
+    tools = new_environment(domain).tools
+    for index in range(env.num_tasks):
+        for move in gold_plan(env.tasks[index])[0]:
+            if isinstance(move, ToolCall) and tools.has_tool(move.name) and tools.tool_type(move.name).value == "read":
+                if move.name in seen:
+                    continue
+                seen.add(move.name)
+                env.reset(options={"task_index": index})
+                environment = fork_environment(env.environment)
+                before = environment.get_db_hash()
+                with reading():
+                    try:
+                        environment.use_tool(move.name, **move.arguments)
+                    except Exception:  # an error answer (not found...) must write nothing either
+                        pass
+                assert environment.get_db_hash() == before, move.name
+    assert len(seen) >= 2

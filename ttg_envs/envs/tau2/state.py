@@ -1,0 +1,178 @@
+"""Branching a tau2 ``Environment`` at the cost of what an episode changes, not of its whole database.
+
+A tau2 database is a pydantic model whose tables are dicts of records (retail: products, users,
+orders; airline: flights, users, reservations). :func:`fork_environment` gives a branch new
+toolkit objects over a new database model whose tables are :class:`SharedRecords`: the same
+records as the original's, each copied the first time either side takes it out of its table, so a
+change on one side never reaches the other. The policy text, tool schemas and tasks are shared as
+they are (nothing changes them). While a tool that tau2 declares read-only runs
+(:func:`reading`), the tables hand out their records without copying, so a search over every user
+copies nothing. Domains whose environment syncs state between toolkits after each call (telecom)
+or whose database has no dict tables are deep-copied whole, as before (telecom's is small).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+# Per thread (and task): a served env's sessions may step in other threads meanwhile.
+_READING: contextvars.ContextVar[bool] = contextvars.ContextVar("ttg_tau2_reading", default=False)
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[None]:
+    """Within: tables hand out their shared records as they are (a read-only tool is running)."""
+    token = _READING.set(True)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+class SharedRecords(dict):
+    """A table of records that a branch shares with its original until one side takes a record out.
+
+    Getting a record (``[]``, ``get``, ``values``, ``items``, ``pop``, ``setdefault``) hands out this
+    table's own copy, made on first access; the shared record is never handed out (outside
+    :func:`reading`), so no one changes it. Iteration over keys, ``in`` and ``len`` copy nothing.
+    Serialisers that read the dict directly (pydantic's ``model_dump``, hence tau2's database hash)
+    see the current records either way.
+    """
+
+    __slots__ = ("_own",)
+
+    def __init__(self, records: dict) -> None:
+        super().__init__(records)
+        self._own: set = set()
+
+    def share(self) -> SharedRecords:
+        """A table for a branch over the same records; from now on neither side owns any of them."""
+        self._own = set()
+        return SharedRecords(self)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = dict.__getitem__(self, key)
+        if key in self._own or _READING.get():
+            return value
+        value = copy.deepcopy(value)
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def values(self) -> list:  # type: ignore[override]
+        if _READING.get():
+            return list(dict.values(self))
+        return [self[key] for key in list(dict.keys(self))]
+
+    def items(self) -> list:  # type: ignore[override]
+        if _READING.get():
+            return list(dict.items(self))
+        return [(key, self[key]) for key in list(dict.keys(self))]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self._own.add(key)
+
+    def __delitem__(self, key: Any) -> None:
+        dict.__delitem__(self, key)
+        self._own.discard(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key not in self:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self) -> tuple:
+        key = next(reversed(dict.keys(self)))
+        return key, self.pop(key)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self._own = set()
+
+    def copy(self) -> dict:
+        return {key: self[key] for key in list(dict.keys(self))}
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return {key: copy.deepcopy(value, memo) for key, value in dict.items(self)}
+
+    def __reduce__(self):
+        return (dict, (dict(dict.items(self)),))
+
+
+def _tables(db: Any) -> list[str]:
+    return [name for name, value in vars(db).items() if isinstance(value, dict)] if db is not None else []
+
+
+def shares_records(environment: Any) -> bool:
+    """Whether :func:`fork_environment` shares records for ``environment`` (else it deep-copies it)."""
+    from .data import tau2
+
+    base = tau2("tau2.environment.environment").Environment
+    kits = [k for k in (environment.tools, environment.user_tools) if k is not None]
+    return type(environment).sync_tools is base.sync_tools and any(_tables(getattr(k, "db", None)) for k in kits)
+
+
+def _fork_db(db: Any) -> Any:
+    clone = db.model_copy()  # shallow: the fields below are replaced
+    fields = vars(clone)
+    for name, value in vars(db).items():
+        if isinstance(value, dict):
+            table = value if isinstance(value, SharedRecords) else SharedRecords(value)
+            vars(db)[name] = table
+            fields[name] = table.share()
+        else:
+            fields[name] = copy.deepcopy(value)
+    return clone
+
+
+def _fork_toolkit(kit: Any) -> Any:
+    clone = copy.copy(kit)
+    for name, value in vars(kit).items():
+        setattr(clone, name, _fork_db(value) if name == "db" and value is not None else copy.deepcopy(value))
+    return clone
+
+
+def fork_environment(environment: Any) -> Any:
+    """An independent copy of a tau2 ``Environment`` sharing unchanged records with ``environment``."""
+    if not shares_records(environment):
+        return copy.deepcopy(environment)
+    clone = copy.copy(environment)
+    for attr in ("tools", "user_tools"):
+        kit = getattr(environment, attr)
+        if kit is not None:
+            setattr(clone, attr, _fork_toolkit(kit))
+    return clone
+
+
+@lru_cache(maxsize=None)
+def _pristine(domain: str) -> Any:
+    from .data import new_environment
+
+    return new_environment(domain)
+
+
+def fresh_environment(domain: str) -> Any:
+    """A new ``Environment`` of ``domain``: a fork of one built from the files once per process."""
+    return fork_environment(_pristine(domain))
