@@ -191,6 +191,28 @@ class ALFWorldEnv(TextEnv):
             self.plans_repaired += self._engine.last_plan_repaired
             return plan
 
+    def policy_plan(self) -> list[str]:
+        """The scripted expert's plan from the current state (:class:`~.policies.ExpertPolicy`
+        takes its first command): answers in milliseconds, never waits on a search.
+
+        The state's known plan when there is one (the one :meth:`expert_plan` would return without
+        searching: the stored walkthrough, an earlier search or plan repair), otherwise the fast
+        domain expert's (:meth:`AlfredEngine.fast_plan`). Where :meth:`expert_plan` has been asked
+        on the way (``PlanLength`` asks at every state), the expert follows the exact plans, so its
+        roll-out from a state is the one ``PlanLength``'s ``expert_ttg`` counts. ``plan_repair=False``
+        makes this :meth:`expert_plan` (the planner on every state off a known plan).
+        """
+        if not self.plan_repair:
+            return self.expert_plan()
+        with self._engine.lock:
+            self._engine.activate(self)
+            try:
+                return self._engine.fast_plan(came_through=self._came_through)
+            except PlannerTimeout:  # only after a domain plan that did not reach the goal
+                self._plan_timed_out = self.last_plan_timed_out = True
+                self.planner_timeouts += 1
+                return []
+
     def close(self) -> None:
         """Release the engine: back to the idle pool with its game caches cleared, unless branches
         still share it (then it is released when the last of them is gone)."""
