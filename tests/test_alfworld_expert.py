@@ -77,6 +77,7 @@ def _check_domain_expert(split: str, indices: list[int], detours: int) -> list[s
     return problems
 
 
+@pytest.mark.slow  # ~1 CPU-minute for both splits (two processes each), game loads mostly
 @pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
 def test_the_domain_expert_wins_every_validation_game_from_reset_and_after_detours(split):
     n = len(load_tasks(split))

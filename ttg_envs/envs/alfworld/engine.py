@@ -21,9 +21,11 @@
   seconds; see :mod:`.planner`.
 - **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
   state the episode came through still reaches the goal, by stepping it through the engine (also
-  after undoing the last one or two commands); only when none does is there a search. A noisy
-  expert's random detours then rarely cost a search, and the expert's behaviour does not depend
-  on time or machine load.
+  after undoing the last one or two commands); only when none does is there a search. This is
+  the exact path (``PlanLength``, planner-k).
+- **Fast expert.** :meth:`AlfredEngine.fast_plan` (the scripted policies') never searches: the
+  state's known plan, else the domain expert of :mod:`.expert` over the current facts, kept in a
+  cache of its own that the exact path never reads. Its answers do not depend on time or load.
 
 ``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
 ``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``

@@ -30,7 +30,9 @@ class ALFWorldEnv(TextEnv):
         planner_timeout: seconds the engine planner may search from one state (None: no limit);
             see :meth:`expert_plan`.
         plan_repair: let :meth:`expert_plan` reuse an earlier state's plan that still reaches the
-            goal before it asks the planner to search (False: always the planner's own plan).
+            goal before it asks the planner to search, and let the scripted expert
+            (:meth:`policy_plan`) answer with the fast domain expert (False: both always take the
+            planner's own plan).
         engine_caches: False runs the engine on every step instead of reusing the successors of
             (state, command) pairs seen before in the loaded game (the equality tests' reference).
         action_format: ``strict`` (one ``<action>`` block, the paper's protocol) or ``lenient``
@@ -166,7 +168,10 @@ class ALFWorldEnv(TextEnv):
         return self.admissible_commands
 
     def expert_plan(self) -> list[str]:
-        """The expert's command sequence from the current state to the goal.
+        """The exact plan from the current state to the goal: what ``PlanLength`` (``plan_length``,
+        ``expert_ttg``), planner-k (:func:`~ttg_envs.wrappers.plan_length.plan_cost`) and the meter
+        evaluation's step labels read. The scripted expert reads :meth:`policy_plan` instead, which
+        never searches; this never reads the fast expert's plans.
 
         Plans are cached per state for the loaded game (bundled games start with the planner's
         stored walkthrough), and the rest of a plan is reused while an episode follows it. When
@@ -174,8 +179,8 @@ class ALFWorldEnv(TextEnv):
         came through are tried first (:meth:`AlfredEngine.repair`: a plan counts when stepping
         it from here through the engine reaches the goal); only when none does, the engine
         planner searches. The search runs under ``planner_timeout``: when it runs out, this
-        returns ``[]`` (what the planner returns when it finds no plan; :class:`ExpertPolicy`
-        then takes ``look``), :attr:`last_plan_timed_out` is True, the next step's ``info`` has
+        returns ``[]`` (what the planner returns when it finds no plan),
+        :attr:`last_plan_timed_out` is True, the next step's ``info`` has
         ``planner_timeout: True`` and :attr:`planner_timeouts` counts it. The timeout is
         remembered for the state, so asking again returns ``[]`` at once.
         """
