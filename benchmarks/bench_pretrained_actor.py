@@ -23,10 +23,10 @@ import torch
 
 import ttg_envs  # noqa: F401
 from ttg_envs.agents import GuidedSelector, NaturalSelector, SamplingParams, load_actor
+from ttg_envs.bars import progress_bar
 from ttg_envs.core import parse_react
 from ttg_envs.meters import load_meter
 from ttg_envs.model_spec import packaged_model
-from ttg_envs.progress import progress_bar
 from ttg_envs.runner import spread_indices
 from ttg_envs.wrappers import ProgressMeterWrapper, TokenCounter
 

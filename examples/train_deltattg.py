@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import ttg_envs  # noqa: F401  (registers the ttg/* ids)
-from ttg_envs import credit
+from ttg_envs import credit, registry
 from ttg_envs.core import Generation
 from ttg_envs.meters import load_meter
 from ttg_envs.training.actor.advantages import no_signal_warning
@@ -47,7 +47,7 @@ else:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model)
 meter = turns_meter(args.max_tokens, args.max_turns) if args.meter == "turns" else load_meter(args.meter)
-failure_cost = 16384.0  # C for ALFWorld, table 4
+failure_cost = registry.failure_cost(args.env)  # C of eq. 7 for the env (table 4)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
 

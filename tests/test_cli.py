@@ -78,3 +78,21 @@ def test_input_errors_are_one_line_with_exit_2(capsys, monkeypatch, tmp_path):
         assert cli.main(["rollout"]) == 2  # before: a traceback and exit 1 for these
         err = capsys.readouterr().err
         assert err.startswith("ttg: error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_demo_and_train_flags_default_to_their_configs():
+    from dataclasses import fields
+
+    from ttg_envs.eval.demo import DemoConfig
+    from ttg_envs.training.actor.launch import LaunchConfig
+    from ttg_envs.training.actor.trainer import TrainConfig
+
+    demo = vars(parse("demo"))
+    unset = {"env_kwargs", "splits", "conditions", "actor", "seeds", "meter_note"}  # the CLI's forms / filled later
+    assert {f.name: demo[f.name] for f in fields(DemoConfig) if f.name not in unset} == {
+        f.name: f.default for f in fields(DemoConfig) if f.name not in unset
+    }
+    train = vars(parse("train"))
+    assert all(train[f.name] == f.default for f in fields(LaunchConfig) if f.name != "resume")
+    shared = {f.name for f in fields(TrainConfig)} & set(train) - {"history", "env_kwargs"}  # mapped: as_window, json
+    assert shared and all(train[name] == getattr(TrainConfig(), name) for name in shared)

@@ -531,3 +531,23 @@ def test_batched_baselines_match_per_group(trajs, history):
     tokens = batched_gigpo(rewards, groups, lengths, keys, token_step=token_step, dtype=torch.float64)
     flat = [np.repeat(e, t["n"]) for e, t in zip(expected["gigpo"], trajs, strict=False)]
     np.testing.assert_allclose(tokens.numpy(), _pad(flat, token_step.shape[1], 0.0, float), atol=1e-5)
+
+
+@settings(deadline=None, max_examples=50)
+@given(batches(), st.sampled_from([0.0, 0.2]), st.sampled_from([1.0, 5.0]))
+def test_batched_reads_recorded_costs_as_it_computes_them(trajs, rho, cap):
+    # The trainer passes ProgressMeterWrapper's recorded ttg_cost (c_0..c_T): the same advantages as
+    # rebuilding the costs from the estimates and C, so C needs to reach the trainer only once.
+    torch = pytest.importorskip("torch")
+    from ttg_envs.credit import batched_token_advantages
+
+    inputs = _batched_inputs(trajs, "ttg")
+    width = inputs["n_tokens"].shape[1]
+    recorded = np.zeros((len(trajs), width + 1))
+    for i, t in enumerate(trajs):
+        states = [r if can else 300.0 for can, r in zip(t["can"], [np.nan if r is None else r for r in t["remaining"]])]
+        recorded[i, : len(states) + 1] = [*states, 0.0 if t["success"] else 300.0]
+    common = dict(rho=rho, cap=cap, dtype=torch.float64)
+    computed = batched_token_advantages(**inputs, **common).numpy()
+    read = batched_token_advantages(**{**inputs, "remaining": None, "failure_cost": -1.0}, costs=recorded, **common).numpy()
+    np.testing.assert_array_equal(read, computed)

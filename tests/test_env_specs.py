@@ -59,3 +59,37 @@ def test_the_generator_orders_the_same_task_types():
     from ttg_envs.envs.alfworld.tasks import TASK_TYPES
 
     assert sorted(gen.GENERATION_ORDER) == sorted(TASK_TYPES) and gen.SPLITS == env_spec("ttg/ALFWorld-v0").splits
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_SPECS))
+def test_eval_train_and_the_verl_loop_resolve_the_same_turn_limit_and_c(env_id):
+    import importlib
+    from types import SimpleNamespace
+
+    from ttg_envs.registry import failure_cost, turn_limit
+    from ttg_envs.training.actor.trainer import TrainConfig
+    from ttg_envs.training.actor.verl_plugin.fields import task_limits
+    from ttg_envs.wrappers.progress_meter import default_failure_cost
+
+    spec = env_spec(env_id)
+    train = TrainConfig(env_id=env_id).resolved()
+    verl = task_limits({"env_id": env_id})
+    assert train.max_turns == verl.max_turns == turn_limit(env_id) == spec.max_steps
+    # ttg eval builds the env with no max_steps (the class default) and ProgressMeterWrapper's default C.
+    evaluated = SimpleNamespace(spec=gym.spec(env_id), unwrapped=SimpleNamespace())
+    assert train.failure_cost == verl.failure_cost == default_failure_cost(evaluated) == failure_cost(env_id)
+    module, name = spec.entry_point.split(":")
+    try:
+        env_class = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        pytest.skip(f"{env_id}'s engine is not installed: {exc}")
+    assert env_class.default_max_steps == turn_limit(env_id)
+
+
+def test_bfcl_official_scoring_plays_the_same_limit_whoever_builds_it():
+    pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl.env import BFCLEnv
+
+    evaluated = BFCLEnv(categories="multi_turn_base")  # ttg eval: no max_steps
+    trained = BFCLEnv(categories="multi_turn_base", max_steps=env_spec("ttg/BFCL-v0").max_steps)  # ttg train, verl
+    assert evaluated.max_steps == trained.max_steps > env_spec("ttg/BFCL-v0").max_steps

@@ -13,9 +13,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ttg_envs"
 #: Lowest first. A module may import its own unit and the units of lower layers; units that share
 #: a layer do not import each other. ``ttg_envs`` itself (the package root) registers the envs.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_optional", "_io", "info_fields", "progress", "credit", "registry", "core", "cli_args"),
+    ("_optional", "_io", "info_fields", "bars", "credit", "registry", "core", "cli_args"),
     ("tools", "tokenization"),
-    ("model_spec", "_vllm_engine"),
+    ("model_spec", "_vllm_engine", "chat_client"),
     ("meters", "retrieval"),
     ("envs",),
     ("__init__",),

@@ -321,7 +321,7 @@ def test_full_history_loss_equals_the_per_prefix_loss(one_torch_thread):
     config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=16, turn_limit=10)
     model = build_model(tiny_encoder(tokenizer, hidden=32, layers=1, heads=2, max_tokens=27), 16, budget_aware=True)
     meter = EncoderMeter(model, tokenizer, config)
-    batch = [(meter.segments(t.messages), *regression.trajectory_targets(t)) for t in trajs]
+    batch = [regression._Example(meter.segments(t.messages), *regression.trajectory_targets(t), []) for t in trajs]
     rc = regression.RegressionConfig()
     full = regression._loss(meter, batch, False, rc, torch, "cpu")
     meter.config = dataclasses.replace(config, window=100)

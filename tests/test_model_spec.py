@@ -133,7 +133,7 @@ def test_a_count_of_zero_is_a_usage_error(capsys):
 
 
 def test_progress_without_a_terminal_writes_plain_lines(capsys, monkeypatch):
-    from ttg_envs.progress import progress_bar
+    from ttg_envs.bars import progress_bar
 
     monkeypatch.setenv("TTG_PROGRESS_SECONDS", "0")
     with progress_bar(total=3, desc="record train", unit="ep") as bar:
@@ -145,7 +145,7 @@ def test_progress_without_a_terminal_writes_plain_lines(capsys, monkeypatch):
 
 
 def test_progress_lines_stay_periodic_when_the_loop_sets_a_postfix(capsys, monkeypatch):
-    from ttg_envs.progress import progress_bar
+    from ttg_envs.bars import progress_bar
 
     monkeypatch.setenv("TTG_PROGRESS_SECONDS", "3600")
     with progress_bar(total=50, desc="encoder meter") as bar:

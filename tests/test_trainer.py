@@ -105,7 +105,7 @@ def test_config_takes_table_4():
 def test_delta_ttg_advantages_match_credit_per_trajectory(tmp_path, tokenizer):
     trainer = Trainer(_config(tmp_path), _model(tokenizer), tokenizer, meter=_meter())
     episodes = trainer.rollout(np.random.default_rng(3))
-    batched = episode_advantages(episodes, "delta_ttg", failure_cost=500.0).double().numpy()
+    batched = episode_advantages(episodes, "delta_ttg").double().numpy()  # C = 500 through the env stack
     # The same numbers from the info fields, one trajectory at a time (what a user script does).
     for group in {e.group for e in episodes}:
         members = [i for i, e in enumerate(episodes) if e.group == group]

@@ -1,13 +1,16 @@
 """The verl plugin: batch fields -> advantages everywhere; estimators, hook and agent loop where verl is installed.
 
-verl pins transformers < 5.11, so its tests run in the cluster environment that
-``scripts/setup_cluster.sh`` builds (``pip install -e '.[verl]' 'verl[vllm]==0.9.1'``); here they skip.
+verl pins transformers < 5.11, so verl is not in the dev environment and its tests skip there;
+``.ci/run`` runs them with ``TTG_REQUIRE_VERL=1`` (no skips) in ``.venv-verl``
+(``scripts/setup_verl_tests.sh``: verl 0.9.1 beside the dev packages), and they pass in the cluster
+environment that ``scripts/setup_cluster.sh`` builds too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -111,11 +114,31 @@ def test_episode_fields_read_the_wrapper_info():
     assert f["ttg_success"] is True and f["ttg_failure_cost"] == 16384.0 and set(f) == set(FIELDS)
 
 
+def test_ttg_metrics_of_a_batch():
+    from ttg_envs.training.actor.verl_plugin.metrics import ttg_metrics
+
+    rewards, mask, non_tensor = _batch()
+    non_tensor["ttg_meter_s"] = np.array([0.5, 1.5, 1.0, 1.0], dtype=object)
+    advantages = batch_advantages("delta_ttg", rewards, mask, non_tensor["uid"], non_tensor)
+    m = ttg_metrics(non_tensor, advantages, mask)
+    assert m["ttg/success_rate"] == 0.5 and m["ttg/turns/mean"] == pytest.approx((2 + 3 + 1 + 2) / 4)
+    assert m["ttg/assistant_tokens/mean"] == pytest.approx(sum(sum(n) for n in non_tensor["ttg_n_tokens"]) / 4)
+    assert m["ttg/can_complete_rate"] == pytest.approx(5 / 8) and m["ttg/meter_valid_rate"] == 1.0
+    assert m["ttg/remaining_h0/mean"] == pytest.approx(50.0)  # 60, 60, 30; the fourth predicts failure
+    assert m["ttg/advantage_std"] == pytest.approx(float(advantages[mask.bool()].std(unbiased=False)), rel=1e-5)
+    assert m["ttg/meter_s/mean"] == 1.0
+    assert ttg_metrics({"uid": non_tensor["uid"]}) == {}  # a batch from another agent loop
+
+
 # ------------------------------------------------------------------------------- with verl
 
 
 @pytest.fixture(scope="module")
 def verl():
+    if os.environ.get("TTG_REQUIRE_VERL"):  # .ci/run's verl environment: a missing verl fails, never skips
+        import verl
+
+        return verl
     return pytest.importorskip("verl")
 
 
@@ -128,6 +151,7 @@ def test_import_verl_registers_estimators_hook_and_loop(verl):
     for name in ("delta_ttg", "ttg_grpo", "ttg_gigpo", "ttg_hgpo"):
         assert core_algos.get_adv_estimator_fn(name) is not None
     assert getattr(ray_trainer.compute_advantage, "_ttg_hook", False)
+    assert getattr(ray_trainer.compute_data_metrics, "_ttg_hook", False)  # ttg/* figures ride on verl's logger
     assert "ttg_agent" in _agent_loop_registry
 
 
@@ -196,8 +220,16 @@ def _count_loop(monkeypatch):
             assert sampling_params["max_tokens"] == 7
             return TokenOutput(token_ids=reply, log_probs=[-0.5] * len(reply))
 
+    # The loop builds its env stack with make_env, which loads the TTG_METER spec once per process
+    # (wrappers.stack.cached_meter): an empty cache and a load_meter that knows the test's spec.
+    import ttg_envs.meters
+    from ttg_envs.wrappers import stack
+
+    meter = ScriptedMeter(lambda h: (True, 100 - len(h)))
+    real_load = ttg_envs.meters.load_meter
     monkeypatch.setenv("TTG_METER", "test-meter")
-    monkeypatch.setitem(agent_loop._METERS, "test-meter", ScriptedMeter(lambda h: (True, 100 - len(h))))
+    monkeypatch.setattr(stack, "_METERS", {})
+    monkeypatch.setattr(ttg_envs.meters, "load_meter", lambda spec, **kw: meter if spec == "test-meter" else real_load(spec, **kw))
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 256}}, "data": {}})
     loop = agent_loop.TTGAgentLoop(DictConfigWrap(config), Server(), tokenizer, None, None, DictConfigWrap(config.data))
     return loop, tokenizer, reply
@@ -218,6 +250,7 @@ def test_agent_loop_plays_an_episode_into_one_row(verl, monkeypatch):
     assert [s >= 0 for s in steps] == [bool(m) for m in out.response_mask]
     assert steps.count(0) == steps.count(1) == len(reply)
     assert f["ttg_remaining"] == [98.0, 96.0] and f["ttg_failure_cost"] == C
+    assert f["ttg_meter_s"] >= 0.0  # the loop times its meter (verl logs the mean as ttg/meter_s/mean)
     asyncio.set_event_loop(None)
 
 
@@ -271,6 +304,17 @@ def test_reward_score_is_the_token_level_reward(verl, monkeypatch):
     for i in range(2):
         assert out.batch["advantages"][i][mask[i]].tolist() == pytest.approx([expected[i]] * int(mask[i].sum()), rel=1e-5)
         assert (out.batch["advantages"][i][~mask[i]] == 0).all()
+    # Every ttg estimator through verl's compute_advantage equals the plugin's own batch function on the
+    # loop's rows (delta_ttg reads the meter fields the loop's TTG_METER wrote).
+    from ttg_envs.training.actor.verl_plugin import ESTIMATOR_NAMES
+
+    for name in ESTIMATOR_NAMES:
+        got = ray_trainer.compute_advantage(batch, adv_estimator=name, config=None).batch["advantages"]
+        direct = batch_advantages(
+            name, batch.batch["token_level_rewards"], batch.batch["response_mask"], batch.non_tensor_batch["uid"], batch.non_tensor_batch
+        )
+        torch.testing.assert_close(got, direct, msg=name)
+        assert (got[~mask] == 0).all() and got[mask].abs().sum() > 0, name
 
 
 def test_launch_config_composes_for_the_classic_trainer(verl):

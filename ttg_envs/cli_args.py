@@ -161,3 +161,46 @@ def add_workers(p: argparse.ArgumentParser, default: int = 2, help: str = "worke
 def add_out(p: argparse.ArgumentParser, default: str, help: str = "report folder") -> None:
     """``--out DIR``."""
     p.add_argument("--out", default=default, help=f"{help} (default: %(default)s)")
+
+
+def add_report_to(p: argparse.ArgumentParser, defaults: Any, *, episode_tables: bool = False) -> None:
+    """``--report-to`` (experiment trackers, as transformers' ``report_to`` spells them) and, for the
+    actor trainer, ``--log-episodes-every`` (a table of sampled episodes every N steps); their defaults
+    are the fields of the same names of ``defaults`` (the command's config class)."""
+    p.add_argument(
+        "--report-to",
+        default=defaults.report_to,
+        help="experiment trackers: a comma list of tensorboard, wandb (WANDB_MODE=offline needs no account), "
+        "or all (the installed ones), or none (default: %(default)s; the 'track' extra installs both)",
+    )
+    if episode_tables:
+        p.add_argument(
+            "--log-episodes-every",
+            type=int,
+            default=defaults.log_episodes_every,
+            help="send the trackers a table of sampled episodes every N steps (0: never; default: %(default)s)",
+        )
+
+
+def add_lora(p: argparse.ArgumentParser, defaults: Any, *, merge: bool = False) -> None:
+    """``--lora-r``, ``--lora-alpha``, ``--lora-targets`` (peft LoRA adapters; the ``lora`` extra) and, for
+    the actor trainer, ``--lora-merge``; their defaults are the fields of ``defaults`` (the config class)."""
+    p.add_argument(
+        "--lora-r",
+        type=int,
+        default=defaults.lora_r,
+        help="train a LoRA adapter of this rank instead of every weight (0: full fine-tuning)",
+    )
+    p.add_argument("--lora-alpha", type=float, default=defaults.lora_alpha, help="LoRA scale numerator (default: 2 x rank)")
+    p.add_argument(
+        "--lora-targets",
+        default=defaults.lora_targets,
+        help="comma list of module names to adapt, e.g. q_proj,v_proj (default: every linear layer but the LM head)",
+    )
+    if merge:
+        p.add_argument(
+            "--lora-merge",
+            action="store_true",
+            default=defaults.lora_merge,
+            help="also write OUT/merged: the policy with its adapter merged in",
+        )

@@ -256,7 +256,7 @@ class TextEnv(gym.Env[str, str]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
-    #: Truncation limit used when ``max_steps`` is not given (paper table 4 per env).
+    #: Truncation limit used when ``max_steps`` is not given (a registered env's: its record's ``max_turns``).
     default_max_steps: ClassVar[int] = 50
     #: Longest response ``step`` parses (characters); longer is an invalid step stating the limit.
     max_action_chars: ClassVar[int] = MAX_ACTION_CHARS

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "CAP",
+    "RHO",
     "Signal",
     "batched_gigpo",
     "batched_grpo",
@@ -60,6 +62,10 @@ __all__ = [
 
 Signal = Literal["ttg", "value", "logit", "feasibility"]
 _SIGNALS = get_args(Signal)
+
+#: DeltaTTG's mixing ratio rho (eq. 10) and multiplier cap M (eq. 11): table 4's values for every env.
+RHO = 0.2
+CAP = 5.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -108,6 +114,9 @@ def step_costs(
       success, +L on failure (L = ``logit_clip`` = 10).
 
     Raises ValueError when an estimate the signal needs is missing (None or NaN).
+
+    >>> step_costs([True, False], [300, None], success=True, failure_cost=16384).tolist()
+    [300.0, 16384.0, 0.0]
     """
     if signal not in _SIGNALS:
         raise ValueError(f"unknown signal {signal!r}; expected one of {_SIGNALS}")
@@ -171,8 +180,8 @@ def step_weights(
     success: bool,
     n_tokens: ArrayLike,
     failure_cost: float,
-    rho: float = 0.2,
-    cap: float = 5.0,
+    rho: float = RHO,
+    cap: float = CAP,
     *,
     signal: Signal = "ttg",
     positive_only: bool = False,
@@ -472,8 +481,8 @@ def batched_token_advantages(
     success: ArrayLike | torch.Tensor,
     n_tokens: ArrayLike | torch.Tensor,
     failure_cost: float,
-    rho: float = 0.2,
-    cap: float = 5.0,
+    rho: float = RHO,
+    cap: float = CAP,
     *,
     valid: ArrayLike | torch.Tensor | None = None,
     signal: Signal = "ttg",
@@ -482,6 +491,7 @@ def batched_token_advantages(
     final_score: ArrayLike | torch.Tensor | None = None,
     logit_clip: float = 10.0,
     token_step: ArrayLike | torch.Tensor | None = None,
+    costs: ArrayLike | torch.Tensor | None = None,
     eps: float = 1e-6,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
@@ -498,6 +508,10 @@ def batched_token_advantages(
     meter outputs that parsed, and a prompt group with an invalid output on any trajectory that
     was queried (A_i != 0) keeps all its original advantages. Predictions of trajectories that
     end up keeping A_i are never read, so they may hold anything.
+
+    ``costs`` (``[B, T_max + 1]``, c_0..c_T with the terminal anchor at index ``num_steps[b]``) are
+    costs already computed (ProgressMeterWrapper's recorded ``ttg_cost``, eq. 7): the signal is then
+    read from them, so ``remaining`` and ``failure_cost`` are not used.
 
     Returns step-level ``[B, T_max]`` advantages or, with ``token_step``, token-level ``[B, L]``
     (see the module docstring). ``dtype`` defaults to float32.
@@ -528,7 +542,12 @@ def batched_token_advantages(
 
     # Costs c_0..c_{T_max} with c at index num_steps[b] the terminal anchor (eq. 7, E.4).
     lost = (~won).to(ft)
-    if signal in ("ttg", "feasibility"):
+    anchored = costs is not None
+    if anchored:
+        costs = torch.as_tensor(costs, dtype=ft, device=dev)
+        if costs.shape != (len(n), n.shape[1] + 1):
+            raise ValueError(f"costs must be [B, T_max + 1] = {[len(n), n.shape[1] + 1]}, got {list(costs.shape)}")
+    elif signal in ("ttg", "feasibility"):
         if can_complete is None:
             raise ValueError(f"signal {signal!r} needs can_complete")
         if signal == "feasibility" or remaining is None:
@@ -544,10 +563,11 @@ def batched_token_advantages(
     else:
         costs = -torch.as_tensor(score, dtype=ft, device=dev).clamp(-logit_clip, logit_clip)
         end = (2.0 * lost - 1.0) * logit_clip
-    if (torch.isnan(costs) & mask & ~keep[:, None]).any():
+    if (torch.isnan(costs[:, : n.shape[1]]) & mask & ~keep[:, None]).any():
         raise ValueError(f"a meter estimate that signal {signal!r} needs is missing")
-    costs = torch.cat([costs, costs.new_zeros(len(costs), 1)], dim=1)
-    costs.scatter_(1, lengths[:, None].long(), end[:, None])
+    if not anchored:
+        costs = torch.cat([costs, costs.new_zeros(len(costs), 1)], dim=1)
+        costs.scatter_(1, lengths[:, None].long(), end[:, None])
     delta = costs[:, :-1] - costs[:, 1:]
 
     sign = 1.0 if positive_only else torch.where(advantages > 0, 1.0, -1.0).to(ft)[:, None]

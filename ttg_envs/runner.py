@@ -27,11 +27,10 @@ import gymnasium as gym
 import numpy as np
 
 from .agents.conditions import make_agent, needs_meter
-from .progress import progress_bar
+from .bars import progress_bar
 from .registry import make_policy
-from .wrappers import PlanLength, ProgressMeterWrapper, TrajectoryRecorder, make_env
+from .wrappers import PlanLength, make_env, wrap_env
 from .wrappers.recorder import sort_by_task
-from .wrappers.stack import cached_meter
 
 __all__ = [
     "POLICY_SEED_STRIDE",
@@ -42,6 +41,7 @@ __all__ = [
     "policy_seed",
     "run_episode",
     "run_tasks",
+    "split_tasks",
     "spread_indices",
 ]
 
@@ -87,6 +87,21 @@ def _probe(env_id: str, kwargs_key: str) -> tuple[int, bool]:
 def num_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> int:
     """How many tasks ``gym.make(env_id, **env_kwargs)`` serves (a probe env, once per process and kwargs)."""
     return _probe(env_id, _key(env_kwargs or {}))[0]
+
+
+def split_tasks(
+    env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, tasks: Sequence[int] | None = None, limit: int | None = None
+) -> tuple[int, ...]:
+    """The task indices a run plays of the split ``env_kwargs`` names: ``tasks`` (checked against the
+    split's size), else ``limit`` of them spread over it (:func:`spread_indices`), else all."""
+    n = num_tasks(env_id, env_kwargs)
+    if tasks is None:
+        return spread_indices(n, limit)
+    bad = next((int(i) for i in tasks if not 0 <= int(i) < n), None)  # lazily: a range of --tasks may be huge
+    if bad is not None:
+        split = (env_kwargs or {}).get("split")
+        raise ValueError(f"task indices must lie in 0..{n - 1} for split {split!r}; got {bad}")
+    return tuple(int(i) for i in tasks)
 
 
 def has_planner(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
@@ -200,10 +215,13 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
             guided = task.condition is not None and needs_meter(task.condition)
             key = (guided and _meter_key(task.meter), _key(task.meter_kwargs), task.record, task.record_label)
             if key not in stacks:
-                env = ProgressMeterWrapper(base, cached_meter(task.meter, **task.meter_kwargs)) if guided else base
-                if task.record:
-                    env = TrajectoryRecorder(env, task.record, metadata={"policy": task.record_label or task.name})
-                stacks[key] = env
+                stacks[key] = wrap_env(
+                    base,
+                    meter=task.meter if guided else None,
+                    meter_kwargs=dict(task.meter_kwargs),
+                    recorder=task.record or None,
+                    record_metadata={"policy": task.record_label or task.name},
+                )
             results.append(run_episode(stacks[key], task.agent(), task_index=task.task_index, seed=task.seed, policy_name=task.name))
             if progress:
                 progress(1)

@@ -31,7 +31,7 @@ def parse_condition(condition: str) -> tuple[str, int]:
 
 def default_conditions(env_id: str) -> list[str]:
     """``ttg demo``'s conditions for ``env_id``: :data:`DEFAULT_CONDITIONS`, and ``planner-4`` (the
-    ceiling) where the env has a planner (``EnvSpec.planner``)."""
+    ceiling) where the env has a planner (``EnvRecord.planner``)."""
     from ..registry import ENV_SPECS
 
     spec = ENV_SPECS.get(env_id)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
+from ..chat_client import ChatClient
 from ..core import Generation
 from .base import ChatActor, Messages, SamplingParams
 
@@ -21,7 +20,8 @@ class OpenAIActor(ChatActor):
     Args:
         base_url: API root, e.g. ``http://localhost:8000/v1``; model: the served model name.
         api_key: bearer token (default ``$OPENAI_API_KEY``, else none).
-        concurrency: requests in flight; timeout: seconds per request.
+        concurrency: requests in flight; timeout: seconds per request; retries: extra attempts on
+            connection errors and 5xx/429 (the policy of :class:`~ttg_envs.chat_client.ChatClient`).
         window: the part of the transcript sent (see :class:`~ttg_envs.agents.base.ChatActor`; the
             token budget is counted with the offline Qwen3 tokenizer, the server's is not known).
     """
@@ -35,14 +35,14 @@ class OpenAIActor(ChatActor):
         api_key: str | None = None,
         concurrency: int = 16,
         timeout: float = 300.0,
+        retries: int = 0,
         window: Any = None,
     ):
         super().__init__(sampling, window=window)
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.client = ChatClient(base_url, model, api_key=api_key, timeout=float(timeout), retries=int(retries))
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.concurrency = int(concurrency)
-        self.timeout = float(timeout)
 
     def generate(self, histories: Sequence[Messages], n: int = 1) -> list[list[Generation]]:
         """``n`` sampled responses per history."""
@@ -52,7 +52,6 @@ class OpenAIActor(ChatActor):
     def _request(self, history: Messages, n: int) -> list[Generation]:
         s = self.sampling
         body: dict[str, Any] = {
-            "model": self.model,
             "messages": list(history),
             "n": n,
             "temperature": s.temperature,
@@ -66,11 +65,6 @@ class OpenAIActor(ChatActor):
             body["seed"] = s.seed
         if s.template_kwargs():
             body["chat_template_kwargs"] = s.template_kwargs()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            reply = json.loads(response.read())
+        reply = self.client.create(**body)
         choices = sorted(reply["choices"], key=lambda c: c.get("index", 0))
         return [Generation(c["message"].get("content") or "", c.get("token_ids")) for c in choices]

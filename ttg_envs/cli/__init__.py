@@ -7,6 +7,7 @@
 ``ttg eval``: an actor under natural, random-of-k and meter-guided best-of-k selection, over seeds.
 ``ttg demo``: offline on a CPU: train a meter on scripted trajectories, then natural vs random-4 vs guided-4.
 ``ttg serve``: an env as an OpenEnv server (one env stack per session; forks for branching).
+``ttg plot``: training curves of runs against the step and against actor tokens (paper figure 3).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_workers, positive_int
-from ..registry import ENV_SPECS
+from ..registry import ENV_SPECS, train_split
 
 
 def _rollout(args: argparse.Namespace) -> int:
@@ -97,8 +98,9 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..eval.demo import run_demo
+    from ..eval.demo import DemoConfig, run_demo
     from .checks import check_policy, check_splits, json_flag, resolve_selection
+    from .configs import from_args
 
     spec = ENV_SPECS.get(args.env)
     # The demo trains its own meter unless --meter is given, or the env has no split to train on.
@@ -109,14 +111,14 @@ def _demo(args: argparse.Namespace) -> int:
         print(args.meter_note)
     if args.meter is None:
         if args.meter_split is None:
-            args.meter_split = spec.train_split if spec else "train"
+            args.meter_split = train_split(args.env)
         check_splits(args.env, [args.meter_split], json_flag(args.env_kwargs, "--env-kwargs"), flag="--meter-split")
         if args.meter_policies is None and spec is not None and "noisy_expert" not in spec.policy_names:
             args.meter_policies = list(spec.policy_names)
         for policy in args.meter_policies or ():
             check_policy(args.env, policy, "--meter-policies")
     apply_threads(args.threads)
-    return run_demo(args)
+    return run_demo(from_args(DemoConfig, args, env_kwargs=json_flag(args.env_kwargs, "--env-kwargs")))
 
 
 def apply_threads(threads: int | None) -> None:
@@ -175,6 +177,7 @@ commands:
   train-meter         record trajectories and train a progress meter on them
   eval-meter          measure a progress meter on tasks it never saw
   train               DeltaTTG (or baseline) actor training on one node, paper table 4 settings per env
+  plot                training curves of runs vs step and vs actor tokens (paper figure 3)
   generate-alfworld   regenerate the bundled offline ALFWorld tasks from their seed
 
 Every command takes --env (default ttg/ALFWorld-v0); splits, meter and scripted actor follow the env
@@ -199,6 +202,7 @@ that the engine and the bundled tasks work); --record also writes the trajectori
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``ttg``: every subcommand, its flags declared through :mod:`ttg_envs.cli_args`."""
     from .meter import add_eval_meter, add_train_meter
+    from .plot import add_plot
     from .serve import add_serve
     from .train import add_train
 
@@ -252,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.set_defaults(func=_eval)
 
+    # The demo's defaults are DemoConfig's (tests/test_cli.py checks it); importing ttg_envs.eval here would slow every command.
     de = sub.add_parser(
         "demo",
         help="offline CPU demo: train a meter, compare natural, random-4 and guided-4",
@@ -291,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_meter(sub)
     add_eval_meter(sub)
     add_train(sub)
+    add_plot(sub)
     add_serve(sub)
     # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..registry import ENV_SPECS, EnvSpec, parse_policy
+from ..registry import ENV_SPECS, EnvRecord, default_actor, parse_policy
 
 
 class FlagError(ValueError):
@@ -35,7 +35,7 @@ def json_flag(text: str, flag: str) -> dict[str, Any]:
     return value
 
 
-def check_env(env_id: str) -> EnvSpec | None:
+def check_env(env_id: str) -> EnvRecord | None:
     """The record of ``env_id`` (None for an id registered with gymnasium but not by this project)."""
     if env_id in ENV_SPECS:
         return ENV_SPECS[env_id]
@@ -168,7 +168,7 @@ def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -
             check_policy(args.env, policy, "--policies")
     if hasattr(args, "actor"):
         if args.actor is None:
-            args.actor = spec.default_actor if spec else "scripted:noisy_expert:0.75"
+            args.actor = default_actor(args.env)
         check_actor(args.env, args.actor)
         if args.env == "ttg/Tau2-v0" and "user" not in env_kwargs:
             env_kwargs["user"] = tau2_user(args.actor)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_limit, add_out, add_seed, add_splits, add_tasks, add_workers, positive_int
-from ..training.meter.pipeline import EVAL_DEFAULTS, TRAIN_DEFAULTS
+from ..cli_args import add_env, add_limit, add_lora, add_out, add_report_to, add_seed, add_splits, add_tasks, add_workers, positive_int
+from ..training.meter.pipeline import EVAL_DEFAULTS, TRAIN_DEFAULTS, MeterEvalConfig, MeterTrainConfig
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -35,14 +35,18 @@ per split."""
 
 
 def _following_the_env(func, command: str):
-    """``func`` run after the checks of :mod:`.checks`, with ``--splits`` and ``--policies`` following
-    the env when not given (train-meter: its train split; eval-meter: its evaluation splits)."""
+    """``func`` run on the command's config (:class:`MeterTrainConfig` or :class:`MeterEvalConfig`)
+    after the checks of :mod:`.checks`, with ``--splits`` and ``--policies`` following the env when
+    not given (train-meter: its train split; eval-meter: its evaluation splits)."""
 
     def run(args: argparse.Namespace):
         from ..registry import ENV_SPECS
         from .checks import FlagError, check_env, check_meter, check_policy, check_splits, json_flag
+        from .configs import from_args
 
         check_env(args.env)
+        # The flag's text, or the config's own default (a dict) when --env-kwargs is not given.
+        env_kwargs = args.env_kwargs if isinstance(args.env_kwargs, dict) else json_flag(args.env_kwargs, "--env-kwargs")
         spec = ENV_SPECS.get(args.env)
         defaults = TRAIN_DEFAULTS if command == "train-meter" else EVAL_DEFAULTS
         if args.splits is None:
@@ -58,12 +62,13 @@ def _following_the_env(func, command: str):
             own = spec is None or "noisy_expert" in spec.policy_names
             args.policies = list(defaults["policies"]) if own else list(spec.policy_names)
         if not args.trajectories:
-            check_splits(args.env, args.splits, json_flag(args.env_kwargs, "--env-kwargs"))
+            check_splits(args.env, args.splits, env_kwargs)
             for policy in args.policies:
                 check_policy(args.env, policy, "--policies")
         if command == "eval-meter":
             check_meter(args.meter)
-        return func(args)
+        config_class = MeterTrainConfig if command == "train-meter" else MeterEvalConfig
+        return func(from_args(config_class, args, env_kwargs=env_kwargs)) or 0
 
     return run
 
@@ -108,6 +113,18 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: weight of a loss on the change of the estimate between consecutive states (default: %(default)s)",
     )
     p.add_argument(
+        "--noop-siblings",
+        type=int,
+        help="encoder, expert targets, envs with a planner: at every 3rd state of each training trajectory, try N commands "
+        "that do nothing (look, inventory, examine, help) in branches and train the meter to rank them against the step "
+        "taken (0: none; default: %(default)s)",
+    )
+    p.add_argument(
+        "--sibling-weight",
+        type=float,
+        help="encoder: weight of the loss on a no-op sibling's estimate against the step taken (default: %(default)s)",
+    )
+    p.add_argument(
         "--turn-limit",
         type=int,
         help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",
@@ -120,9 +137,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpo-steps", type=int, help="causal: GRPO steps after SFT (default: %(default)s)")
     p.add_argument("--grpo-lr", type=float, help="causal: GRPO learning rate (default 3e-6; 2e-4 for tiny)")
     p.add_argument("--group-size", type=int)
+    add_report_to(p, MeterTrainConfig)
+    add_lora(p, MeterTrainConfig)
     add_out(p, "", help="output folder; the meter goes to OUT/meter")
     # splits and policies follow --env unless given (None here; see _following_the_env)
-    p.set_defaults(**pipeline.TRAIN_DEFAULTS, func=_following_the_env(lambda args: pipeline.train(args) or 0, "train-meter"))
+    p.set_defaults(**pipeline.TRAIN_DEFAULTS, func=_following_the_env(pipeline.train, "train-meter"))
     p.set_defaults(splits=None, policies=None)
 
 

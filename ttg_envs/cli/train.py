@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_out, add_seed, add_tasks
+from ..cli_args import add_env, add_lora, add_out, add_report_to, add_seed, add_tasks
 
 _TRAIN = """Train an actor with DeltaTTG (or the grpo, dapo, gigpo, hgpo baselines) on one node.
 
@@ -17,8 +17,9 @@ A step whose groups of rollouts all have equal rewards is reported with a warnin
 
 def add_train(sub: argparse._SubParsersAction) -> None:
     """``ttg train``."""
-    from ..training.actor import launch
     from ..training.actor.advantages import ESTIMATORS
+    from ..training.actor.launch import LaunchConfig
+    from ..training.actor.trainer import TrainConfig
 
     p = sub.add_parser(
         "train",
@@ -27,16 +28,16 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_env(p, kwargs_help='JSON dict of extra gym.make kwargs, e.g. \'{"split": "train"}\'')
-    p.add_argument("--model", default="Qwen/Qwen3-4B", help="policy: HF name or folder, or 'tiny' (default: %(default)s)")
+    p.add_argument("--model", default=LaunchConfig.model, help="policy: HF name or folder, or 'tiny' (default: %(default)s)")
     p.add_argument("--meter", default=None, help="load_meter spec, or 'turns' (rule-based, smoke runs); needed by delta_ttg")
     p.add_argument(
         "--estimator",
-        default="delta_ttg",
+        default=TrainConfig.estimator,
         choices=ESTIMATORS,
         help="advantages: delta_ttg (needs --meter), grpo, dapo (GRPO with dynamic sampling: up to "
         "10 rollout batches per step until enough groups have varied rewards), gigpo or hgpo",
     )
-    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--steps", type=int, default=TrainConfig.steps)
     p.add_argument("--tasks-per-step", type=int, default=None, help="table 4's training batch size by default")
     p.add_argument("--group-size", type=int, default=None, help="rollouts per task G (table 4)")
     p.add_argument("--max-turns", type=int, default=None, help="table 4")
@@ -45,8 +46,8 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kl-coef", type=float, default=None, help="table 4")
     p.add_argument("--entropy-coef", type=float, default=None, help="table 4")
     p.add_argument("--temperature", type=float, default=None, help="table 4")
-    p.add_argument("--mini-batch-rows", type=int, default=256, help="turns per optimizer step")
-    p.add_argument("--micro-batch-rows", type=int, default=8, help="turns per forward pass")
+    p.add_argument("--mini-batch-rows", type=int, default=TrainConfig.mini_batch_rows, help="turns per optimizer step")
+    p.add_argument("--micro-batch-rows", type=int, default=TrainConfig.micro_batch_rows, help="turns per forward pass")
     add_tasks(p, "task pool as indices, e.g. 0-99 or 0,5,7 (default: all)", "--task-indices")
     p.add_argument(
         "--history",
@@ -55,29 +56,55 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-prompt-tokens", type=int, default=None, help="policy prompt budget (overrides the window's)")
     add_seed(p)
-    p.add_argument("--save-every", type=int, default=10)
-    add_out(p, "runs/train", help="checkpoints and metrics.jsonl")
+    p.add_argument("--save-every", type=int, default=TrainConfig.save_every)
+    add_out(p, TrainConfig.out_dir, help="checkpoints and metrics.jsonl")
     p.add_argument("--no-resume", action="store_true", help="start over even if --out holds checkpoints")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available)")
-    p.add_argument("--dtype", default="bfloat16", help="policy dtype on GPU (default: %(default)s; CPU uses float32)")
+    p.add_argument("--dtype", default=LaunchConfig.dtype, help="policy dtype on GPU (default: %(default)s; CPU uses float32)")
     p.add_argument(
         "--rollout",
-        default="auto",
+        default=LaunchConfig.rollout,
         choices=("auto", "hf", "vllm"),
         help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
     )
-    p.add_argument("--vllm-memory", type=float, default=0.35, help="vLLM gpu_memory_utilization (default: %(default)s)")
-    p.set_defaults(func=_checked(launch.train))
+    p.add_argument("--vllm-memory", type=float, default=LaunchConfig.vllm_memory, help="vLLM gpu_memory_utilization (default: %(default)s)")
+    add_report_to(p, LaunchConfig, episode_tables=True)
+    add_lora(p, LaunchConfig, merge=True)
+    p.set_defaults(func=_train)
 
 
-def _checked(func):
-    """``func`` after the ``--meter`` and ``--env-kwargs`` checks (a wrong meter fails before the policy loads)."""
+def _train(args: argparse.Namespace) -> int:
+    """``ttg train``: the ``--meter``, ``--report-to`` and ``--lora-r`` checks (a wrong meter or a missing
+    tracker fails before the policy loads), then the flags mapped onto :class:`TrainConfig` and :class:`LaunchConfig`."""
+    import json
 
-    def run(args: argparse.Namespace):
-        from .checks import check_meter
+    from ..agents.window import as_window
+    from ..training.actor.launch import LaunchConfig, train
+    from ..training.actor.trainer import TrainConfig
+    from ..training.tracking import check_trackers, parse_report_to
+    from .checks import check_meter
+    from .configs import from_args
 
-        if args.meter not in (None, "turns"):
-            check_meter(args.meter)
-        return func(args)
+    if args.meter not in (None, "turns"):
+        check_meter(args.meter)
+    check_trackers(parse_report_to(args.report_to))
+    if args.lora_r and args.rollout == "vllm":
+        raise ValueError("--rollout vllm with --lora-r: vLLM rollouts of a LoRA policy are not wired yet; use --rollout hf")
+    window = as_window(args.history)
+    config = from_args(
+        TrainConfig,
+        args,
+        env_id=args.env,
+        env_kwargs=json.loads(args.env_kwargs),
+        task_indices=None if args.tasks is None else _listed(args.tasks),
+        out_dir=args.out,
+        history=window.history,
+        max_prompt_tokens=args.max_prompt_tokens or window.max_prompt_tokens,
+    )
+    train(config, from_args(LaunchConfig, args, resume=not args.no_resume))
+    return 0
 
-    return run
+
+def _listed(tasks) -> tuple[int, ...]:
+    """``--tasks`` as a tuple, refused in one line when a range of it is too long to list."""
+    return tasks.listed() if hasattr(tasks, "listed") else tuple(tasks)

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
+
+from ..cli_args import DEFAULT_ENV
 
 #: Scripted policies of different quality that the demo's meter learns from (``ttg train-meter`` syntax).
 METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:0.75", "noisy_expert:1")
@@ -32,6 +35,60 @@ METER_POLICIES = ("expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expe
 #: (window, segment length, data size) were chosen; ``heldout`` (the default): other tasks of the
 #: same splits and other seeds, never looked at while choosing, so its table is the honest one.
 PANELS = {"development": {"tasks": 10, "seeds": (0, 1, 2)}, "heldout": {"tasks": 20, "seeds": (3, 4, 5)}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoConfig:
+    """``ttg demo``'s settings (the flags of the same names); None takes the env's or the panel's default.
+
+    Attributes:
+        splits: evaluated splits (None: the env's evaluation splits).
+        conditions: selection conditions (None: ``default_conditions``, planner-4 too where the env plans).
+        actor: the actor spec (None: the env's default scripted actor).
+        seeds, tasks: seeds and evaluated tasks per split (None: the panel's, :data:`PANELS`).
+        meter: a meter to guide with instead of training one.
+        meter_split, meter_tasks, epochs, meter_policies: the trained meter's split (None: the env's
+            train split), tasks, epochs and scripted policies (None: :data:`METER_POLICIES`).
+        meter_note: what the report says about a given meter (None: "meter given with --meter").
+
+    >>> DemoConfig(env="ttg/PaperSearchQA-v0", tasks=4).panel
+    'heldout'
+    """
+
+    env: str = DEFAULT_ENV
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    splits: Sequence[str] | None = None
+    conditions: Sequence[str] | None = None
+    actor: str | None = None
+    seeds: Sequence[int] | None = None
+    workers: int = 2
+    threads: int | None = None
+    out: str = "runs/demo"
+    meter: str | None = None
+    tasks: int | None = None
+    panel: str = "heldout"
+    meter_split: str | None = None
+    meter_tasks: int = 90
+    epochs: int = 10
+    meter_policies: Sequence[str] | None = None
+    meter_note: str | None = None
+
+    def resolved(self) -> DemoConfig:
+        """A copy with the env's and the panel's defaults filled in."""
+        from ..agents.conditions import default_conditions
+        from ..registry import ENV_SPECS, default_actor, train_split
+
+        spec = ENV_SPECS.get(self.env)
+        panel = PANELS[self.panel]
+        return replace(
+            self,
+            splits=list(self.splits or (spec.eval_splits if spec else ())),
+            conditions=list(self.conditions) if self.conditions is not None else default_conditions(self.env),
+            actor=self.actor or default_actor(self.env),
+            seeds=list(self.seeds or panel["seeds"]),
+            tasks=self.tasks or panel["tasks"],
+            meter_split=(self.meter_split or train_split(self.env)) if self.meter is None else self.meter_split,
+        )
 
 
 def plan_tasks(
@@ -102,11 +159,11 @@ def train_demo_meter(
     budget-aware (it reads the turns left of the env's turn limit) and it marks the task's words in
     action segments (the recipe chosen on a development panel of train tasks, see the README).
     """
-    from ..registry import ENV_SPECS, env_settings
+    from ..registry import ENV_SPECS, turn_limit
     from ..training.meter.pipeline import train_meter
 
     planner = env_id in ENV_SPECS and ENV_SPECS[env_id].planner
-    limit = env_kwargs.get("max_steps") or env_settings(env_id).max_turns
+    limit = env_kwargs.get("max_steps") or turn_limit(env_id)
 
     return train_meter(
         out,
@@ -125,73 +182,69 @@ def train_demo_meter(
     )
 
 
-def run_demo(args: Any) -> int:
-    """The ``ttg demo`` pipeline (arguments as :func:`ttg_envs.cli.build_parser` defines them)."""
+def run_demo(config: DemoConfig) -> int:
+    """The ``ttg demo`` pipeline: train a meter (unless ``config.meter``), evaluate, write demo.json/md/png."""
     from ..runner import has_planner
     from .evaluate import evaluate
     from .report import guidance_wins, seed_summary, write_outputs
 
     start = time.perf_counter()
-    out = Path(args.out)
-    env_kwargs = json.loads(args.env_kwargs)
+    config = config.resolved()
+    out = Path(config.out)
+    env_kwargs = config.env_kwargs
     timings: dict[str, float] = {}
-    panel = PANELS[args.panel]
-    args.tasks = args.tasks or panel["tasks"]
-    args.seeds = list(args.seeds or panel["seeds"])
-    if args.conditions is None:  # called without the CLI's checks
-        from ..agents.conditions import default_conditions
-
-        args.conditions = default_conditions(args.env)
     meter_split, meter_indices, tasks, note = plan_tasks(
-        args.env, env_kwargs, args.splits, args.meter_split, args.tasks, args.meter_tasks, args.panel
+        config.env, env_kwargs, config.splits, config.meter_split, config.tasks, config.meter_tasks, config.panel
     )
-    print(f"evaluation panel: {args.panel} ({args.tasks} tasks per split, seeds {' '.join(map(str, args.seeds))})")
-    meter = args.meter
+    print(f"evaluation panel: {config.panel} ({config.tasks} tasks per split, seeds {' '.join(map(str, config.seeds))})")
+    meter = config.meter
     if meter is None:
         print(note)
         meter = str(
             train_demo_meter(
-                args.env,
+                config.env,
                 env_kwargs,
                 meter_split,
                 meter_indices,
                 out / "meter-train",
-                seed=args.seeds[0],
-                workers=args.workers,
-                epochs=args.epochs,
-                policies=args.meter_policies or METER_POLICIES,
+                seed=config.seeds[0],
+                workers=config.workers,
+                epochs=config.epochs,
+                policies=config.meter_policies or METER_POLICIES,
             )
         )
         timings["meter_s"] = time.perf_counter() - start
     else:
-        note = getattr(args, "meter_note", None) or "meter given with --meter"
+        note = config.meter_note or "meter given with --meter"
     t0 = time.perf_counter()
     results = evaluate(
-        args.env,
-        args.splits,
-        args.conditions,
-        args.actor,
-        seeds=args.seeds,
+        config.env,
+        config.splits,
+        config.conditions,
+        config.actor,
+        seeds=config.seeds,
         meter=meter,
-        workers=args.workers,
+        workers=config.workers,
         env_kwargs=env_kwargs,
         tasks=tasks,
     )
     timings["evaluate_s"] = time.perf_counter() - t0
-    rows = seed_summary(results, actor=args.actor)
+    rows = seed_summary(results, actor=config.actor)
     return write_outputs(
         out,
         "demo",
         results,
         rows,
-        {**_config(args), "meter": meter, "meter_note": note},
+        {**_report_config(config), "meter": meter, "meter_note": note},
         timings,
         per_type=False,
         checks=guidance_wins(rows),
         start=start,
-        planner=has_planner(args.env, env_kwargs),
+        planner=has_planner(config.env, env_kwargs),
     )
 
 
-def _config(args: Any) -> dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if k != "func"}
+def _report_config(config: DemoConfig) -> dict[str, Any]:
+    """The settings as demo.json records them: the command, then each setting (``env_kwargs`` as JSON text)."""
+    settings = {k: v for k, v in asdict(config).items() if k != "meter_note"}
+    return {"command": "demo", **settings, "env_kwargs": json.dumps(config.env_kwargs)}

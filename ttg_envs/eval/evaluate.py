@@ -18,7 +18,7 @@ from ..agents.conditions import (
     needs_meter,
     parse_condition,
 )
-from ..runner import EpisodeResult, EpisodeTask, num_tasks, run_tasks, spread_indices
+from ..runner import EpisodeResult, EpisodeTask, run_tasks, split_tasks
 
 __all__ = ["DEFAULT_CONDITIONS", "evaluate", "evaluation_tasks", "make_agent", "parse_condition"]
 
@@ -52,7 +52,7 @@ def evaluation_tasks(
     out = []
     for split in splits:
         kwargs = {"split": split, **(env_kwargs or {})}
-        indices = tuple(tasks[split]) if tasks and split in tasks else spread_indices(num_tasks(env_id, kwargs), limit)
+        indices = split_tasks(env_id, kwargs, tasks=(tasks or {}).get(split), limit=limit)
         out += [
             EpisodeTask(
                 env_id, kwargs, index, seed, actor, condition, dict(actor_kwargs or {}), meter=meter, meter_kwargs=dict(meter_kwargs or {})

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._io import markdown_table
 from ..registry import parse_policy, policy_factory
-from ..runner import EpisodeResult, EpisodeTask, num_tasks, run_tasks, spread_indices
+from ..runner import EpisodeResult, EpisodeTask, run_tasks, split_tasks
 
 __all__ = ["rollout", "rollout_table", "rollout_tasks", "summarize", "write_report"]
 
@@ -34,7 +34,7 @@ def rollout_tasks(
     tasks = []
     for split in splits:
         kwargs = {"split": split, **(env_kwargs or {})}
-        indices = spread_indices(num_tasks(env_id, kwargs), limit)
+        indices = split_tasks(env_id, kwargs, limit=limit)
         for spec in policies:
             policy = parse_policy(spec)
             extra = {"eps": eps} if policy.name == "noisy_expert" and not policy.kwargs else {}

@@ -18,6 +18,7 @@ from .base import (
 from .loading import load_meter
 from .prompt import METER_SYSTEM_PROMPT, PromptConfig, meter_messages, render_history
 from .scripted import ScriptedMeter
+from .timed import TimedMeter
 
 _LAZY = {
     "TransformersMeter": ".hf",
@@ -41,6 +42,7 @@ __all__ = [
     "ProgressMeter",
     "PromptConfig",
     "ScriptedMeter",
+    "TimedMeter",
     "TransformersMeter",
     "VLLMMeter",
     "format_answer",

@@ -175,10 +175,11 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
             mask = attention_mask.unsqueeze(-1).to(states.dtype)
             return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
-        def forward(self, segments, lengths, turns_left=None):
+        def forward(self, segments, lengths, turns_left=None, return_states=False):
             """``segments`` ``[B, S, width]`` padded, ``lengths`` ``[B]``: outputs ``[B, S, 2]`` per prefix.
 
-            ``turns_left`` ``[B, S]``: turns left after each prefix (needed when budget-aware).
+            ``turns_left`` ``[B, S]``: turns left after each prefix (needed when budget-aware);
+            ``return_states`` also returns the GRU states ``[B, S, hidden]`` (for :meth:`extend`).
             """
             x = self.proj(segments)
             kinds = torch.ones(segments.shape[:2], dtype=torch.long, device=segments.device)
@@ -187,6 +188,19 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
             packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, _ = self.gru(packed)
             out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=segments.shape[1])
+            heads = self._head(out, x, turns_left)
+            return (heads, out) if return_states else heads
+
+        def extend(self, states, segments, turns_left=None):
+            """Outputs ``[N, 2]`` after one more action segment: ``states`` ``[N, hidden]`` are GRU
+            states after prefixes (from ``forward(..., return_states=True)``), ``segments``
+            ``[N, width]`` the next segments, ``turns_left`` ``[N]`` the turns left after them.
+            Equal to ``forward`` over the longer sequences, at the cost of one GRU step."""
+            x = self.proj(segments) + self.kind.weight[1]
+            out, _ = self.gru(x.unsqueeze(1), states.unsqueeze(0).contiguous())
+            return self._head(out[:, 0], x, None if turns_left is None else turns_left)
+
+        def _head(self, out, x, turns_left):
             parts = [out, x]
             if self.budget_aware:
                 if turns_left is None:

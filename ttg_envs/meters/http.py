@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
+from ..chat_client import ChatClient, ChatClientError, ChatReplyError
 from .answer import parse_answer
 from .base import CachedMeter, Estimate, History
 from .prompt import PromptConfig, meter_messages
 
-
-class MeterServerError(RuntimeError):
-    """The server could not be reached or kept failing after the retries."""
+#: The server could not be reached or kept failing after the retries (the chat client's one error).
+MeterServerError = ChatClientError
 
 
 class OpenAIMeter(CachedMeter):
@@ -31,7 +27,8 @@ class OpenAIMeter(CachedMeter):
         tokenizer: what :func:`~ttg_envs.tokenization.load_tokenizer` accepts (default: offline Qwen3).
         max_tokens: answer length limit.
         concurrency: requests in flight at once.
-        timeout: seconds per request; retries: extra attempts on connection errors and 5xx/429.
+        timeout: seconds per request; retries: extra attempts on connection errors and 5xx/429
+            (the policy of :class:`~ttg_envs.chat_client.ChatClient`).
         cache_size: see :class:`~ttg_envs.meters.base.CachedMeter`.
 
     An unparsable reply is an invalid estimate; a server that stays unreachable raises
@@ -55,49 +52,25 @@ class OpenAIMeter(CachedMeter):
         super().__init__(cache_size)
         from ..tokenization import load_tokenizer
 
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.client = ChatClient(base_url, model, api_key=api_key, timeout=float(timeout), retries=int(retries))
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.prompt = prompt or PromptConfig()
         self.count = lru_cache(maxsize=65536)(load_tokenizer(tokenizer).count)
         self.max_tokens = int(max_tokens)
         self.concurrency = max(1, int(concurrency))
-        self.timeout = float(timeout)
-        self.retries = int(retries)
 
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
         with ThreadPoolExecutor(min(self.concurrency, len(histories))) as pool:
             return list(pool.map(self._one, histories))
 
     def _one(self, history: History) -> Estimate:
-        body = json.dumps(
-            {
-                "model": self.model,
-                "messages": meter_messages(history, self.count, self.prompt),
-                "temperature": 0,
-                "max_tokens": self.max_tokens,
-            }
-        ).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        error: Exception | None = None
-        for attempt in range(self.retries + 1):
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    reply = json.loads(response.read().decode("utf-8"))
-                return parse_answer(_reply_text(reply))
-            except urllib.error.HTTPError as exc:
-                if exc.code < 500 and exc.code != 429:
-                    raise MeterServerError(f"{self.url} answered HTTP {exc.code}: {exc.read()[:200]!r}") from exc
-                error = exc
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                error = exc
-            except ValueError:  # the server's reply itself is not JSON
-                return parse_answer(None)
-            time.sleep(min(2.0**attempt * 0.5, 8.0))
-        raise MeterServerError(f"{self.url} failed after {self.retries + 1} attempts: {error}") from error
+        messages = meter_messages(history, self.count, self.prompt)
+        try:
+            reply = self.client.create(messages=messages, temperature=0, max_tokens=self.max_tokens)
+        except ChatReplyError:  # the server's reply itself is not JSON: an invalid estimate
+            return parse_answer(None)
+        return parse_answer(_reply_text(reply))
 
 
 def _reply_text(reply: Any) -> Any:

@@ -2,7 +2,7 @@
 
 Each shipped meter is an encoder meter (:class:`~ttg_envs.meters.encoder.EncoderMeter`: a small
 BERT built from a config, with a GRU and regression head) trained by ``scripts/build_meters.sh`` on
-the env's bundled train split from four scripted policies, saved under ``meters/shipped/<name>`` (``EnvSpec.meter``)
+the env's bundled train split from four scripted policies, saved under ``meters/shipped/<name>`` (``EnvRecord.meter``)
 with its held-out figures in ``meter.json`` (``heldout``). The tool envs have no meter of their
 own: like the paper, which reuses its engineering-task meter, they get the AWM meter.
 """

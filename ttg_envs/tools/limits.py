@@ -8,8 +8,8 @@ context, mpmath precision, module globals) stays in the child.
 
 Tool envs run the calls of stateless tools this way (BFCL's ``MathAPI``, tau2's generic tools such
 as ``calculate``: the known arithmetic bombs) and take the child's result. Calls that change
-episode objects run in the caller under :func:`preserved_numeric_state`: a fork per call costs
-16-80 ms on the machines measured (it grows with the caller's memory), too much for every call.
+episode objects run in the caller under :func:`preserved_numeric_state`: a fork per call (its cost
+grows with the caller's memory) is too much for every call.
 Where ``os.fork`` does not exist the call runs in the caller without a limit.
 """
 

@@ -5,7 +5,7 @@ from .lookahead import Lookahead
 from .plan_length import PlanLength
 from .progress_meter import ProgressMeterWrapper, score_actions
 from .recorder import TrajectoryRecorder, read_trajectories, write_trajectory
-from .stack import make_env
+from .stack import make_env, wrap_env
 from .token_counter import TokenCounter, token_to_go
 
 __all__ = [
@@ -22,5 +22,6 @@ __all__ = [
     "score_actions",
     "token_to_go",
     "try_actions",
+    "wrap_env",
     "write_trajectory",
 ]

@@ -16,10 +16,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .. import registry
 from ..core import Generation
 from ..credit import step_costs
 from ..meters.base import Estimate, ProgressMeter
-from ..registry import env_settings
 from .branching import BranchableWrapper, Trial, branch, find_wrapper, try_actions
 
 
@@ -35,16 +35,11 @@ def anchored_cost(success: bool, failure_cost: float) -> float:
     return float(step_costs([], [], success, failure_cost)[-1])
 
 
-def failure_cost_for(env_id: str | None) -> float:
-    """C for the registered id ``env_id`` from its :class:`~ttg_envs.envs.EnvSpec` (paper table 4; 16384 when unknown)."""
-    return float(env_settings(env_id).failure_cost)
-
-
 def default_failure_cost(env: gym.Env) -> float:
     """C for ``env`` from paper table 4, by its registered id (a remote env's: the served one; 16384 when unknown)."""
     served = getattr(getattr(env, "unwrapped", None), "served_env_id", None)
     spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
-    return failure_cost_for(served or getattr(spec, "id", None))
+    return registry.failure_cost(served or getattr(spec, "id", None))
 
 
 class ProgressMeterWrapper(BranchableWrapper):
@@ -53,7 +48,7 @@ class ProgressMeterWrapper(BranchableWrapper):
     Args:
         env: the env (any stack over a ``TextEnv``); usually over a ``TokenCounter``.
         meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
-        failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvSpec``).
+        failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvRecord``).
 
     A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
     turn limit) is set to count turns left from this env's ``max_steps``.

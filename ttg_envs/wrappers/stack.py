@@ -12,7 +12,7 @@ from .progress_meter import ProgressMeterWrapper
 from .recorder import TrajectoryRecorder
 from .token_counter import TokenCounter
 
-__all__ = ["cached_meter", "make_env"]
+__all__ = ["cached_meter", "make_env", "wrap_env"]
 
 # Meters loaded from a spec, once per process (episode workers see the same spec many times).
 _METERS: dict[tuple, Any] = {}
@@ -52,12 +52,36 @@ def make_env(
     ``ProgressMeterWrapper(meter, failure_cost)`` when ``meter`` is given (a meter or a
     ``load_meter`` spec, loaded once per process), then a ``TrajectoryRecorder`` appending to
     ``recorder`` (with ``record_metadata``) when that is given.
+
+    >>> from ttg_envs.meters import ScriptedMeter
+    >>> env = make_env("ttg/PaperSearchQA-v0", meter=ScriptedMeter(lambda history: (True, 120)))
+    >>> _, info = env.reset(seed=0, options={"task_index": 0})
+    >>> info["ttg"], info["ttg_cost"], env.unwrapped.max_steps
+    (120, 120.0, 6)
+    >>> _, _, _, _, info = env.step("<think>hm</think><search>kinase</search>")
+    >>> info["assistant_tokens"] > 0, info["ttg_delta"]
+    (True, 0.0)
     """
     import ttg_envs  # noqa: F401  (registers the ids)
 
-    env: gym.Env = TokenCounter(gym.make(env_id, **env_kwargs), tokenizer=tokenizer)
+    env = TokenCounter(gym.make(env_id, **env_kwargs), tokenizer=tokenizer)
+    return wrap_env(env, meter=meter, failure_cost=failure_cost, recorder=recorder, record_metadata=record_metadata)
+
+
+def wrap_env(
+    env: gym.Env,
+    *,
+    meter: Any = None,
+    failure_cost: float | None = None,
+    recorder: str | os.PathLike | None = None,
+    record_metadata: dict[str, Any] | None = None,
+    meter_kwargs: dict[str, Any] | None = None,
+) -> gym.Env:
+    """The upper part of :func:`make_env`'s stack around ``env`` (a token-counted env): the meter
+    wrapper when ``meter`` is given (``meter_kwargs`` go to ``load_meter`` for a spec), then the recorder.
+    The runner puts several of these over one shared env."""
     if meter is not None:
-        env = ProgressMeterWrapper(env, cached_meter(meter), failure_cost=failure_cost)
+        env = ProgressMeterWrapper(env, cached_meter(meter, **(meter_kwargs or {})), failure_cost=failure_cost)
     if recorder is not None:
         env = TrajectoryRecorder(env, recorder, metadata=record_metadata)
     return env

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...core import StepOutcome, TextEnv
+from ...registry import turn_limit
 from .engine import AlfredEngine, EngineSnapshot, PlannerTimeout
 from .tasks import AlfredTask, load_tasks
 
@@ -40,7 +41,7 @@ class ALFWorldEnv(TextEnv):
             line: :func:`~ttg_envs.core.parse_lenient`).
     """
 
-    default_max_steps = 50
+    default_max_steps = turn_limit("ttg/ALFWorld-v0")
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..._optional import require
 from ...core import StepOutcome
+from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
 from . import db, isolation
 from .folder import EpisodeFolder
@@ -132,7 +133,7 @@ class AWMEnv(ToolEnv):
             ``path``; false branches by replaying the episode).
     """
 
-    default_max_steps = 20
+    default_max_steps = turn_limit("ttg/AWM-v0")
 
     def __init__(
         self,

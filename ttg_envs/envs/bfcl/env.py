@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from ...core import ParsedAction, StepOutcome
+from ...registry import turn_limit
 from ...tools import (
     ParsedResponse,
     Tool,
@@ -91,12 +92,13 @@ class BFCLEnv(ToolEnv):
         scoring: ``official`` (default) or ``lenient``.
         model_style: official scoring's model style: ``fc`` (default; Hermes ``<tool_call>`` blocks as
             bfcl-eval's Qwen-FC handler reads them) or ``prompting`` (``[f(a=1)]``, bfcl-eval's prompt).
-        max_steps: truncation limit over the whole episode (default 100; official scoring: at least
-            21 steps per turn of the longest entry, so the harness's own per-turn limit decides).
+        max_steps: truncation limit over the whole episode (default: the registry's 100; official
+            scoring raises it to 21 steps per turn of the longest entry, so the harness's own per-turn
+            limit decides, whoever builds the env).
         max_steps_per_turn: bfcl-eval's limit on steps within one user turn (20).
     """
 
-    default_max_steps = 100
+    default_max_steps = turn_limit("ttg/BFCL-v0")
     # bfcl-eval passes arguments to the backends unchecked and some ground truth breaks the declared
     # types (multi_turn_base_173 closes ticket 'ticket_001' through an "integer" ticket_id).
     check_argument_types = False
@@ -123,10 +125,10 @@ class BFCLEnv(ToolEnv):
         self.model_style = model_style
         self.tasks: list[BFCLTask] = load_tasks(categories or split or "all")
         self.max_steps_per_turn = int(max_steps_per_turn)
-        if max_steps is None and self.official:
+        if self.official:
             # Never truncate before the harness would stop: each turn ends by its 21st step.
             longest = max(len(t.turns) for t in self.tasks)
-            self.max_steps = max(self.default_max_steps, (self.max_steps_per_turn + 1) * longest)
+            self.max_steps = max(self.max_steps, (self.max_steps_per_turn + 1) * longest)
         self._task: BFCLTask | None = None
         self._episode: _Episode | None = None
         self._single_tools: list[Tool] = []

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from ...core import ParsedAction, StepOutcome, TextEnv, ascii_lower
+from ...registry import turn_limit
 from ...retrieval import Hit, Retriever, load_corpus, make_retriever
 from .data import BUNDLED_CORPUS, QATask, load_tasks
 from .scoring import exact_match, normalize_answer
@@ -103,7 +104,7 @@ class PaperSearchQAEnv(TextEnv):
         max_steps: truncation limit (paper table 4: 6).
     """
 
-    default_max_steps = 6
+    default_max_steps = turn_limit("ttg/PaperSearchQA-v0")
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ candidate gene, a second trial, another residue...), so the agent has to read, n
 Splits: ``train`` has 700 facts, half of them paraphrased (the real pipeline's 50%); ``test`` has 300
 facts, each once in Original and once in Paraphrased wording (300 rows per subset). 3,000 abstracts.
 
-Regenerate (byte-identical for the same seed, ~2 s)::
+Regenerate (byte-identical for the same seed)::
 
     python -m ttg_envs.envs.papersearchqa.generator --seed 0 [--out DIR]
 """

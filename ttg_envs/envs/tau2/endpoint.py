@@ -1,21 +1,18 @@
-"""A minimal client for OpenAI-compatible chat-completion endpoints (vLLM, SGLang, OpenAI...).
+"""Where tau2's LLM user asks for completions: an OpenAI-compatible endpoint, from arguments or ``$TTG_USER_*``.
 
-Plain HTTP with the standard library: ``POST {base_url}/chat/completions``. Used by the LLM user
-simulator; no SDK is needed and nothing is sent anywhere but ``base_url``.
+The requests go through the package's one client, :class:`~ttg_envs.chat_client.ChatClient`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ...chat_client import ChatClient, ChatClientError
 
-class EndpointError(RuntimeError):
-    """The endpoint could not be reached or answered with an error or an unreadable body."""
+#: The endpoint could not be reached or answered with an error or an unreadable body (the chat client's error).
+EndpointError = ChatClientError
 
 
 @dataclass
@@ -45,27 +42,9 @@ class ChatEndpoint:
                 "the LLM user needs an OpenAI-compatible endpoint: pass user_base_url and user_model "
                 "(or set TTG_USER_BASE_URL and TTG_USER_MODEL), or use user='gold' for the scripted user"
             )
+        self.client = ChatClient(self.base_url, self.model, api_key=self.api_key, timeout=self.timeout)
 
     def complete(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The assistant message (``content``, ``tool_calls``) of one chat completion."""
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages), **self.sampling}
-        if tools:
-            body["tools"] = list(tools)
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(
-            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                payload = json.loads(response.read().decode())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise EndpointError(f"{self.base_url} answered HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise EndpointError(f"cannot get a completion from {self.base_url}: {exc}") from exc
-        try:
-            return payload["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise EndpointError(f"{self.base_url} returned no choices[0].message: {str(payload)[:300]}") from exc
+        extra = {"tools": list(tools)} if tools else {}
+        return self.client.message(messages=list(messages), **self.sampling, **extra)

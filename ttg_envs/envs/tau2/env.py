@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from ...core import StepOutcome
+from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolEnv
 from ...tools.bounds import BoundExceeded, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
@@ -82,7 +83,7 @@ class Tau2Env(ToolEnv):
         max_steps: truncation limit on agent responses.
     """
 
-    default_max_steps = 50
+    default_max_steps = turn_limit("ttg/Tau2-v0")
     #: Seconds a call of a generic (stateless) tool such as ``calculate`` may run, in a child
     #: process (:mod:`ttg_envs.tools.limits`); a late call is an error tool message and the
     #: episode goes on. ``None``: no limit. Other tools run here, decimal/mpmath state restored.

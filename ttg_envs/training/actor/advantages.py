@@ -2,7 +2,8 @@
 ``ttg train`` (:func:`episode_advantages`) and the verl plugin (``verl_plugin.fields.batch_advantages``).
 
 DeltaTTG reads the ProgressMeterWrapper's fields of every state h_t (``ttg_can_complete``,
-``ttg``, ``ttg_valid``) and TokenCounter's ``assistant_tokens``; GiGPO and HGPO read the env's
+``ttg``, ``ttg_valid``; in the trainer its recorded costs ``ttg_cost``, so C reaches the
+advantages only through the env stack) and TokenCounter's ``assistant_tokens``; GiGPO and HGPO read the env's
 ``state_key``; GRPO needs only rewards and group ids. DAPO's advantages are GRPO's: its dynamic
 sampling (dropping groups whose rewards all agree, drawing more batches) happens in the trainer.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import credit
+from ...credit import CAP, RHO
 from ...registry import DEFAULT_SETTINGS
 
 if TYPE_CHECKING:
@@ -93,15 +95,18 @@ def step_advantages(
     success: Sequence[bool] | None = None,
     n_tokens: Sequence[Sequence[int]] | None = None,
     state_keys: Sequence[Sequence[Any]] | None = None,
+    costs: Sequence[Sequence[float]] | None = None,
     failure_cost: float = DEFAULT_SETTINGS.failure_cost,
-    rho: float = 0.2,
-    cap: float = 5.0,
+    rho: float = RHO,
+    cap: float = CAP,
     token_step: Any = None,
 ) -> torch.Tensor:
     """Advantages of a batch of episodes: ``[B, T_max]`` per step, or per token given ``token_step``.
 
     Per-episode rows hold one value per state h_0..h_{T-1} (``n_tokens``: one per action);
-    ``rewards`` is R_i and ``groups`` the rollout group of each episode. ``delta_ttg`` applies
+    ``rewards`` is R_i and ``groups`` the rollout group of each episode; ``costs`` (one value per
+    state h_0..h_T, terminal included) are the recorded costs of eq. 7, read instead of rebuilding
+    them from ``remaining`` and ``failure_cost``. ``delta_ttg`` applies
     Algorithm 1 (group advantages, fallbacks, the invalid-group rule) through
     :func:`credit.batched_token_advantages`, the baselines through ``credit.batched_*``.
     """
@@ -127,6 +132,7 @@ def step_advantages(
         cap,
         valid=pad_rows(valid, width, 1).astype(bool),
         token_step=token_step,
+        costs=None if costs is None else pad_rows(costs, width + 1, 0),
     )
 
 
@@ -134,13 +140,13 @@ def episode_advantages(
     episodes: Sequence[Episode],
     estimator: str = "delta_ttg",
     *,
-    failure_cost: float = DEFAULT_SETTINGS.failure_cost,
-    rho: float = 0.2,
-    cap: float = 5.0,
+    rho: float = RHO,
+    cap: float = CAP,
 ) -> torch.Tensor:
     """Advantages ``[B, T_max]`` of the trainer's episodes (step t of episode b at ``[b, t]``, 0 on padding).
 
-    ``delta_ttg`` needs the envs wrapped in TokenCounter and ProgressMeterWrapper. ``dapo``
+    ``delta_ttg`` needs the envs wrapped in TokenCounter and ProgressMeterWrapper, and reads the
+    costs c_0..c_T that the wrapper recorded (``ttg_cost``, with the C it was built with). ``dapo``
     gives GRPO advantages (the trainer has already filtered the groups).
     """
     estimator = canonical_estimator(estimator)
@@ -158,7 +164,7 @@ def episode_advantages(
         success=[e.success for e in episodes],
         n_tokens=[[i["assistant_tokens"] for i in e.infos[1:]] for e in episodes] if metered else None,
         state_keys=[e.state_field("state_key") for e in episodes] if estimator in ("gigpo", "hgpo") else None,
-        failure_cost=failure_cost,
+        costs=[[i["ttg_cost"] for i in e.infos[: e.num_steps + 1]] for e in episodes] if metered else None,
         rho=rho,
         cap=cap,
     )

@@ -1,22 +1,66 @@
-"""``ttg train`` as a library function: DeltaTTG (or a baseline) actor training on one node; see ``ttg train --help``.
+"""``ttg train`` as a library function: DeltaTTG (or a baseline) actor training on one node.
 
-Unset hyperparameters take paper table 4's values for the env. ``--model tiny`` builds a small
-random Qwen3 with a tokenizer trained on the env's prompts, and ``--meter turns`` a rule-based
-meter (remaining tokens shrink with the turn count): together they run end to end on a CPU.
-A run resumes from the newest checkpoint in ``--out`` unless ``--no-resume`` is given.
+:func:`train` runs a :class:`~.trainer.TrainConfig` (the hyperparameters; unset ones take paper table
+4's values for the env) with a :class:`LaunchConfig` (what to load: the policy, the meter, the device
+and rollout engine). ``model="tiny"`` builds a small random Qwen3 with a tokenizer trained on the env's
+prompts, and ``meter="turns"`` a rule-based meter (remaining tokens shrink with the turn count):
+together they run end to end on a CPU. A run resumes from the newest checkpoint in its ``out_dir``
+unless ``resume=False``.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._optional import require
 
-__all__ = ["train", "turns_meter"]
+if TYPE_CHECKING:
+    from .trainer import TrainConfig
+
+__all__ = ["LaunchConfig", "train", "turns_meter"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchConfig:
+    """What ``ttg train`` loads around a :class:`~.trainer.TrainConfig`.
+
+    Attributes:
+        model: the policy: a HF name or folder, or ``tiny``.
+        meter: a ``load_meter`` spec, ``turns`` (rule-based, smoke runs) or None (baselines).
+        device: the torch device (None: cuda when available).
+        dtype: the policy's dtype on a GPU (a CPU uses float32).
+        rollout: ``auto`` (vLLM when installed and on a GPU), ``hf`` or ``vllm``.
+        vllm_memory: vLLM's ``gpu_memory_utilization``.
+        resume: continue from the newest checkpoint in the run's ``out_dir``.
+        report_to: experiment trackers (:func:`~ttg_envs.training.tracking.parse_report_to`'s text:
+            ``none``, ``all`` or a comma list of ``tensorboard``, ``wandb``).
+        log_episodes_every: send the trackers a table of sampled episodes every N steps (0: never).
+        lora_r: train a LoRA adapter of this rank instead of every weight (0: full fine-tuning).
+        lora_alpha: the LoRA scale numerator (None: 2 x rank).
+        lora_targets: module names to adapt, a comma list or a sequence (None: every linear layer but the head).
+        lora_merge: also write ``out_dir/merged``, the policy with its adapter merged in.
+
+    >>> LaunchConfig(model="tiny", meter="turns").rollout
+    'auto'
+    """
+
+    model: str = "Qwen/Qwen3-4B"
+    meter: str | None = None
+    device: str | None = None
+    dtype: str = "bfloat16"
+    rollout: str = "auto"
+    vllm_memory: float = 0.35
+    resume: bool = True
+    report_to: str = "none"
+    log_episodes_every: int = 10
+    lora_r: int = 0
+    lora_alpha: float | None = None
+    lora_targets: str | Sequence[str] | None = None
+    lora_merge: bool = False
 
 
 def turns_meter(tokens_per_turn: int, max_turns: int) -> Any:
@@ -46,99 +90,103 @@ def _tiny_policy(env_id: str, env_kwargs: dict[str, Any]) -> tuple[Any, Any]:
     return tiny_causal_lm(tokenizer, hidden=64, layers=2, heads=2, seed=0), tokenizer
 
 
-def _load_policy(args: argparse.Namespace, env_kwargs: dict[str, Any], device: str) -> tuple[Any, Any, Any]:
-    """Policy, tokenizer and the frozen reference (the same base weights)."""
+def _load_policy(launch: LaunchConfig, env_id: str, env_kwargs: dict[str, Any], out_dir: str, device: str) -> tuple[Any, Any, Any]:
+    """Policy, tokenizer and the frozen reference (the same base weights; None for a LoRA policy,
+    whose reference is its base with the adapter off)."""
     torch = require("torch", "hf")
-    if args.model == "tiny":
-        model, tokenizer = _tiny_policy(args.env, env_kwargs)
-        reference = copy.deepcopy(model)  # the same seeded initial weights on every (re)start
+    from ..lora import LoraSettings, add_lora
+
+    lora = LoraSettings.from_flags(launch.lora_r, launch.lora_alpha, launch.lora_targets)
+    if launch.model == "tiny":
+        model, tokenizer = _tiny_policy(env_id, env_kwargs)
+        reference = None if lora else copy.deepcopy(model)  # the same seeded initial weights on every (re)start
+        base = launch.model
+        if lora:  # a random model has no spec to reload an adapter on: keep it beside the run
+            base = str((Path(out_dir) / "base-policy").resolve())
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
     else:
         from ...model_spec import load_causal_lm, resolve_model
 
-        dtype = getattr(torch, args.dtype) if device.startswith("cuda") else torch.float32
-        source = resolve_model(args.model, dtype=dtype)
+        dtype = getattr(torch, launch.dtype) if device.startswith("cuda") else torch.float32
+        source = resolve_model(launch.model, dtype=dtype)
         model, tokenizer = load_causal_lm(source)
-        reference, _ = load_causal_lm(source)
+        reference = None if lora else load_causal_lm(source)[0]
         model.gradient_checkpointing_enable()
-    return model.to(device), tokenizer, reference.to(device)
+        base = launch.model
+    if lora:
+        model = add_lora(model, lora, base=base)
+    return model.to(device), tokenizer, reference.to(device) if reference is not None else None
 
 
-def _generator(args: argparse.Namespace, model: Any, tokenizer: Any, device: str) -> Any:
+def _generator(launch: LaunchConfig, out_dir: str, model: Any, tokenizer: Any, device: str) -> Any:
     """A vLLM engine on the policy's starting weights when asked (or ``auto`` on a GPU with vLLM), else None."""
     import importlib.util
 
-    use_vllm = args.rollout == "vllm" or (
-        args.rollout == "auto" and device.startswith("cuda") and importlib.util.find_spec("vllm") is not None
+    use_vllm = launch.rollout == "vllm" or (
+        launch.rollout == "auto" and device.startswith("cuda") and importlib.util.find_spec("vllm") is not None
     )
     if not use_vllm:
         return None
+    if launch.lora_r:  # vLLM rollouts of a LoRA policy are not wired (ttg train refuses --rollout vllm)
+        return None
     from .rollout import VLLMGenerator
 
-    path = args.model
-    if args.model == "tiny":
-        path = str(Path(args.out) / "initial-policy")
+    path = launch.model
+    if launch.model == "tiny":
+        path = str(Path(out_dir) / "initial-policy")
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
-    kwargs = {"gpu_memory_utilization": args.vllm_memory} if device.startswith("cuda") else {"enforce_eager": True}
+    kwargs = {"gpu_memory_utilization": launch.vllm_memory} if device.startswith("cuda") else {"enforce_eager": True}
     return VLLMGenerator(path, dtype="bfloat16" if device.startswith("cuda") else "float32", **kwargs)
 
 
-def train(args: argparse.Namespace) -> int:
-    """``ttg train`` with parsed arguments (the flags are in :mod:`ttg_envs.cli.train`)."""
+def train(config: TrainConfig, launch: LaunchConfig | None = None) -> list[dict[str, Any]]:
+    """Train an actor as ``config`` says, loading what ``launch`` names; returns each step's metrics."""
     torch = require("torch", "hf")
-    from .trainer import TrainConfig, Trainer, latest_checkpoint
+    from .trainer import Trainer, latest_checkpoint
 
-    env_kwargs = json.loads(args.env_kwargs)
-    from ...agents.window import as_window
-
-    window = as_window(args.history)
-    config = TrainConfig(
-        env_id=args.env,
-        env_kwargs=env_kwargs,
-        estimator=args.estimator,
-        steps=args.steps,
-        tasks_per_step=args.tasks_per_step,
-        group_size=args.group_size,
-        max_turns=args.max_turns,
-        max_tokens_per_turn=args.max_tokens_per_turn,
-        lr=args.lr,
-        kl_coef=args.kl_coef,
-        entropy_coef=args.entropy_coef,
-        temperature=args.temperature,
-        mini_batch_rows=args.mini_batch_rows,
-        micro_batch_rows=args.micro_batch_rows,
-        task_indices=None if args.tasks is None else _listed(args.tasks),
-        seed=args.seed,
-        save_every=args.save_every,
-        out_dir=args.out,
-        history=window.history,
-        max_prompt_tokens=args.max_prompt_tokens or window.max_prompt_tokens,
-    ).resolved()
+    launch = launch or LaunchConfig()
+    config = config.resolved()
     meter = None
-    if args.meter == "turns":
+    if launch.meter == "turns":
         meter = turns_meter(config.max_tokens_per_turn, config.max_turns)
-    elif args.meter is not None:
+    elif launch.meter is not None:
         from ...meters import load_meter
 
-        meter = load_meter(args.meter)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, tokenizer, reference = _load_policy(args, env_kwargs, device)
-    generator = _generator(args, model, tokenizer, device)
+        meter = load_meter(launch.meter)
+    device = launch.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer, reference = _load_policy(launch, config.env_id, config.env_kwargs, config.out_dir, device)
+    generator = _generator(launch, config.out_dir, model, tokenizer, device)
     trainer = Trainer(config, model, tokenizer, meter=meter, ref_model=reference if config.kl_coef > 0 else None, generator=generator)
-    checkpoint = None if args.no_resume else latest_checkpoint(args.out)
+    checkpoint = latest_checkpoint(config.out_dir) if launch.resume else None
     if checkpoint is not None:
         trainer.resume(checkpoint)
         print(f"resumed from {checkpoint} (step {trainer.step_index})")
-    history = trainer.train()
-    if history:
-        last = history[-1]
+    trainer.reporter = _reporter(launch, config, tokenizer, trainer.step_index)
+    try:
+        metrics = trainer.train()
+    finally:
+        trainer.reporter.close()
+    if launch.lora_merge:
+        from ..lora import export_merged
+
+        print(f"merged policy (adapter folded into the base) in {export_merged(model, tokenizer, Path(config.out_dir) / 'merged')}")
+    if metrics:
+        last = metrics[-1]
         print(
             f"step {last['step']}: reward {last['reward_mean']:.3f}, success {last['success_rate']:.3f}, "
-            f"loss {last['loss']:.4f}; metrics in {Path(args.out) / 'metrics.jsonl'}"
+            f"loss {last['loss']:.4f}; metrics in {Path(config.out_dir) / 'metrics.jsonl'}"
         )
-    return 0
+    return metrics
 
 
-def _listed(tasks: Any) -> tuple[int, ...]:
-    """``--tasks`` as a tuple, refused in one line when a range of it is too long to list."""
-    return tasks.listed() if hasattr(tasks, "listed") else tuple(tasks)
+def _reporter(launch: LaunchConfig, config: TrainConfig, tokenizer: Any, start_step: int) -> Any:
+    """The step line plus the ``report_to`` trackers, which get the resolved config."""
+    from dataclasses import asdict
+
+    from ..tracking import RunReporter, open_trackers, parse_report_to
+
+    names = parse_report_to(launch.report_to)
+    trackers = open_trackers(names, config.out_dir, {**asdict(config), "model": launch.model, "meter": launch.meter}, start_step)
+    return RunReporter(trackers, tokenizer=tokenizer, table_every=launch.log_episodes_every)

@@ -90,26 +90,29 @@ def record_demonstrations(
     noisy policy reaches with the teacher's answer in each, so a clone learns to recover from its
     own detours without learning the detours. The stats are the behaviour policy's.
     """
+    from ...runner import run_episode
+
     demos: list[Demonstration] = []
     stats = DemoStats()
     start = time.perf_counter()
     for k in range(episodes_per_task):
         for j, task in enumerate(task_indices):
+            # Episode k of task j: this seed rule (not the runner's policy_seed) is the one the
+            # committed train_compare runs were recorded with.
             episode_seed = seed + k * len(task_indices) + j
             policy = make_policy(episode_seed)
-            env.reset(seed=episode_seed, options={"task_index": int(task)})
             steps: list[Demonstration] = []
-            info: dict[str, Any] = {}
-            while True:
+
+            def act(env: Any, policy=policy, steps=steps, task=int(task)) -> str:
                 messages = copy.deepcopy(env.unwrapped.messages)
                 label = teacher(env) if teacher is not None else None
                 action = policy(env)
-                _, _, terminated, truncated, info = env.step(action)
-                steps.append(Demonstration(messages, action if label is None else label, int(task)))
-                stats.planner_timeouts += bool(info.get("planner_timeout"))
-                if terminated or truncated:
-                    break
-            success = bool(info.get("success", False))
+                steps.append(Demonstration(messages, action if label is None else label, task))
+                return action
+
+            result = run_episode(env, act, task_index=int(task), seed=episode_seed, policy_name="demonstration")
+            stats.planner_timeouts += result.planner_timeouts
+            success = result.success
             for step in steps:
                 step.success = success
             stats.episodes += 1

@@ -28,7 +28,9 @@ import numpy as np
 from ... import credit
 from ..._optional import require
 from ...agents.window import PromptWindow
-from ...registry import env_settings
+from ...meters.timed import TimedMeter
+from ...registry import env_settings, turn_limit
+from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
@@ -93,12 +95,12 @@ class TrainConfig:
     out_dir: str = "runs/train"
 
     def resolved(self) -> TrainConfig:
-        """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id``."""
+        """A copy with every ``None`` hyperparameter filled from table 4 for ``env_id`` (the turn limit
+        from its registry record, the one ``ttg eval`` plays)."""
         table = env_settings(self.env_id)
         names = {
             "tasks_per_step": "batch_size",
             "group_size": "group_size",
-            "max_turns": "max_turns",
             "max_tokens_per_turn": "max_tokens_per_turn",
             "lr": "lr",
             "kl_coef": "kl_coef",
@@ -107,10 +109,14 @@ class TrainConfig:
             "top_p": "top_p",
             "ppo_epochs": "ppo_epochs",
             "failure_cost": "failure_cost",
-            "rho": "rho",
-            "cap": "cap",
         }
         filled = {ours: getattr(table, theirs) for ours, theirs in names.items() if getattr(self, ours) is None}
+        if self.max_turns is None:
+            filled["max_turns"] = turn_limit(self.env_id)
+        if self.rho is None:
+            filled["rho"] = credit.RHO
+        if self.cap is None:
+            filled["cap"] = credit.CAP
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {self.estimator!r}; expected one of {ESTIMATORS}")
         return replace(self, **filled)
@@ -139,10 +145,14 @@ class Trainer:
         tokenizer: its tokenizer, with a chat template.
         meter: a progress meter (``load_meter``); required by ``delta_ttg``.
         ref_model: the frozen reference policy for the KL term (default: a copy of ``model`` taken
-            now; pass the base model when resuming so that the KL stays anchored to it).
+            now; pass the base model when resuming so that the KL stays anchored to it). For a LoRA
+            policy (:func:`~ttg_envs.training.lora.add_lora`) the default is the same model with its
+            adapter off: the base, with no second copy in memory.
         generator: how rollouts sample (default :class:`HFGenerator` on ``model``). A generator
             with ``load_weights(model)``, such as :class:`VLLMGenerator`, gets the policy's
             weights after every update and on resume.
+        reporter: the per-step hook (:class:`~ttg_envs.training.tracking.RunReporter`: step line,
+            trackers, episode tables); default: the step line alone when :meth:`train` shows progress.
     """
 
     def __init__(
@@ -154,6 +164,7 @@ class Trainer:
         meter: Any = None,
         ref_model: Any = None,
         generator: TokenGenerator | None = None,
+        reporter: Any = None,
     ):
         torch = require("torch", "hf")
         self.config = config.resolved()
@@ -162,11 +173,16 @@ class Trainer:
         self.model = model
         self.tokenizer = tokenizer
         self.meter = meter
+        self._timed_meter = TimedMeter(meter) if meter is not None else None
+        self.reporter = reporter
+        self.last_episodes: list[Episode] = []
         self.ref_model = None
         if self.config.kl_coef > 0:
-            self.ref_model = ref_model if ref_model is not None else copy.deepcopy(model)
+            self.ref_model = ref_model if ref_model is not None else (AdapterOff(model) if is_lora(model) else copy.deepcopy(model))
             self.ref_model.eval().requires_grad_(False)
         self.generator = generator or HFGenerator(model, tokenizer)
+        if is_lora(model) and hasattr(self.generator, "load_weights"):
+            raise ValueError("a LoRA policy samples through transformers: weight syncing to vLLM (load_weights) is not wired for adapters")
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.config.lr, weight_decay=0.0)
         self.step_index = 0
         self.out_dir = Path(self.config.out_dir)
@@ -178,22 +194,21 @@ class Trainer:
         """Run until ``steps`` (default ``config.steps``) iterations are done; returns their metrics."""
         total = self.config.steps if steps is None else steps
         history = []
-        bar = None
-        if progress:
-            from ...progress import progress_bar
+        reporter = self.reporter
+        if reporter is None and progress:
+            from ..tracking import RunReporter
 
-            bar = progress_bar(total=total, initial=self.step_index, desc="ttg train", unit="step")
+            reporter = RunReporter()
+        if reporter is not None:
+            reporter.start(total, self.step_index)
         while self.step_index < total:
             metrics = self.step()
             history.append(metrics)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", loss=f"{metrics['loss']:.4f}")
+            if reporter is not None:
+                reporter.step(metrics, self.last_episodes)
             every = self.config.save_every
             if self.step_index == total or (every and self.step_index % every == 0):
                 self.save()
-        if bar is not None:
-            bar.close()
         return history
 
     def step(self) -> dict[str, Any]:
@@ -217,11 +232,11 @@ class Trainer:
         else:
             generated = episodes = self.rollout(rng)
         rollout_s = time.perf_counter() - start
+        meter_s = self._timed_meter.take() if self._timed_meter is not None else 0.0
+        self.last_episodes = generated
         rows: list[Row] = []
         if episodes:
-            advantages = (
-                episode_advantages(episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap).double().numpy()
-            )
+            advantages = episode_advantages(episodes, cfg.estimator, rho=cfg.rho, cap=cfg.cap).double().numpy()
             rows = [
                 Row(prompt, action, float(advantages[b, t]))
                 for b, episode in enumerate(episodes)
@@ -231,6 +246,8 @@ class Trainer:
             warning = no_signal_warning([e.reward for e in episodes], [e.group for e in episodes], [r.advantage for r in rows])
             if warning:
                 _log.warning("step %d: %s", self.step_index + 1, warning)
+        update_start = time.perf_counter()
+        lr = float(self.optimizer.param_groups[0]["lr"])
         if rows:
             terms = self.update(rows, rng)
             self._sync_generator()
@@ -245,10 +262,15 @@ class Trainer:
             "turns_mean": float(np.mean([e.num_steps for e in generated])),
             "response_tokens": int(sum(len(r.action) for r in rows)),
             "advantage_abs_mean": float(np.mean([abs(r.advantage) for r in rows])) if rows else 0.0,
+            "advantage_std": float(np.std([r.advantage for r in rows])) if rows else 0.0,
+            "episode_tokens_mean": float(np.mean([sum(len(a) for a in e.actions) for e in generated])),
+            "lr": lr,
             "varied_groups": varied_groups([e.reward for e in episodes], [e.group for e in episodes]),
             **extra,
             **terms,
             "rollout_s": rollout_s,
+            "meter_s": meter_s,
+            "update_s": time.perf_counter() - update_start,
             "step_s": time.perf_counter() - start,
         }
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -371,7 +393,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | Path | None = None) -> Path:
-        """Write the policy (HF format), optimizer state and step count; returns the folder."""
+        """Write the policy (HF format; a LoRA policy's adapter only), optimizer state and step count; returns the folder."""
         torch = require("torch", "hf")
         folder = Path(path) if path is not None else self.out_dir / f"{_CHECKPOINT_PREFIX}{self.step_index}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -389,8 +411,11 @@ class Trainer:
         """
         torch = require("torch", "hf")
         folder = Path(path)
-        saved = type(self.model).from_pretrained(folder / "model", dtype=next(self.model.parameters()).dtype)
-        self.model.load_state_dict(saved.state_dict())
+        if is_lora(self.model):  # the checkpoint holds the adapter only
+            load_adapter_weights(self.model, folder / "model")
+        else:
+            saved = type(self.model).from_pretrained(folder / "model", dtype=next(self.model.parameters()).dtype)
+            self.model.load_state_dict(saved.state_dict())
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
         self.step_index = json.loads((folder / "trainer_state.json").read_text())["step"]
         self._sync_generator()
@@ -421,7 +446,7 @@ class Trainer:
                 make_env(
                     cfg.env_id,
                     tokenizer=self.tokenizer,
-                    meter=self.meter,
+                    meter=self._timed_meter,
                     failure_cost=cfg.failure_cost,
                     max_steps=cfg.max_turns,
                     **cfg.env_kwargs,

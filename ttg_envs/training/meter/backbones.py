@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import random
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import MeterTrainConfig
 
 __all__ = ["train_causal", "train_encoder"]
 
@@ -16,8 +19,10 @@ def _task_pattern(env_id: str) -> str | None:
     return spec.task_pattern if spec else None
 
 
-def train_encoder(name: str, train: list, args: argparse.Namespace, device: str):
-    """An encoder meter (``encoder:tiny``, ``encoder:minilm`` or a folder) trained on ``train``; (meter, stats)."""
+def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: str, reporter: Any = None):
+    """An encoder meter (``encoder:tiny``, ``encoder:minilm`` or a folder) trained on ``train``; (meter, stats).
+
+    ``reporter`` (a :class:`~ttg_envs.training.tracking.RunReporter`) gets every step's loss as ``encoder/*``."""
     from ...meters.encoder import (
         EncoderConfig,
         EncoderMeter,
@@ -27,60 +32,67 @@ def train_encoder(name: str, train: list, args: argparse.Namespace, device: str)
     )
     from .regression import RegressionConfig, train_encoder_meter
 
+    if settings.lora_r:
+        raise ValueError("--lora-r trains causal meters (--backbone causal:...); the encoder meter's head is small already")
     config = EncoderConfig(
-        hidden=args.hidden,
-        task_pattern=_task_pattern(args.env),
-        window=args.window or None,
-        max_segment_tokens=args.segment_tokens,
-        drop_reasoning=not args.keep_reasoning,
-        turn_limit=args.turn_limit or None,
-        mark_task_words=args.mark_task_words,
+        hidden=settings.hidden,
+        task_pattern=_task_pattern(settings.env),
+        window=settings.window or None,
+        max_segment_tokens=settings.segment_tokens,
+        drop_reasoning=not settings.keep_reasoning,
+        turn_limit=settings.turn_limit or None,
+        mark_task_words=settings.mark_task_words,
     )
     if name == "tiny":
         from ...meters.encoder import TASK_MARK
         from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
-        texts = [s for t in train for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)] + [TASK_MARK]
+        histories = [t.messages for t in train] + [s.messages for t in train for s in t.siblings]
+        texts = [s for h in histories for s in history_segments(h, drop_reasoning=config.drop_reasoning)] + [TASK_MARK]
         tokenizer = train_wordpiece_tokenizer(texts)
         max_tokens = config.max_task_tokens + config.max_segment_tokens + 3
-        backbone = tiny_encoder(tokenizer, hidden=args.hidden, max_tokens=max_tokens, seed=args.seed)
-        backbone_lr = 5e-4 if args.backbone_lr is None else args.backbone_lr
+        backbone = tiny_encoder(tokenizer, hidden=settings.hidden, max_tokens=max_tokens, seed=settings.seed)
+        backbone_lr = 5e-4 if settings.backbone_lr is None else settings.backbone_lr
     else:
         import transformers
 
         path = minilm_path() if name == "minilm" else name
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         backbone = transformers.AutoModel.from_pretrained(path)
-        backbone_lr = 0.0 if args.backbone_lr is None else args.backbone_lr
+        backbone_lr = 0.0 if settings.backbone_lr is None else settings.backbone_lr
     meter = EncoderMeter(build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None), tokenizer, config, device=device)
     rc = RegressionConfig(
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        lr=settings.lr,
         backbone_lr=backbone_lr,
-        seed=args.seed,
-        targets=args.targets,
-        delta_weight=args.delta_weight,
+        seed=settings.seed,
+        targets=settings.targets,
+        delta_weight=settings.delta_weight,
+        sibling_weight=settings.sibling_weight,
     )
-    losses = train_encoder_meter(meter, train, rc)
+    losses = train_encoder_meter(meter, train, rc, on_step=reporter.stage("encoder/") if reporter else None)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}
 
 
-def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
-    """A generative meter (``causal:tiny`` or a causal LM) trained by SFT, then GRPO; (meter, stats)."""
+def train_causal(name: str, train: list, settings: MeterTrainConfig, device: str, reporter: Any = None):
+    """A generative meter (``causal:tiny`` or a causal LM) trained by SFT, then GRPO; (meter, stats).
+
+    ``reporter`` (a :class:`~ttg_envs.training.tracking.RunReporter`) gets every step as ``sft/*`` and ``grpo/*``."""
     import torch
 
     from ...meters.hf import TransformersMeter
     from ...meters.prompt import PromptConfig
+    from ..lora import LoraSettings, add_lora
     from .datasets import build_examples
     from .grpo import GRPOConfig, grpo
     from .sft import SFTConfig, sft
 
     tiny = name == "tiny"
     examples = build_examples(train, include_terminal=True)
-    if args.max_examples and len(examples) > args.max_examples:
-        examples = random.Random(args.seed).sample(examples, args.max_examples)
-    prompt = PromptConfig(max_tokens=args.max_prompt_tokens or (384 if tiny else 6144), max_message_tokens=64 if tiny else None)
+    if settings.max_examples and len(examples) > settings.max_examples:
+        examples = random.Random(settings.seed).sample(examples, settings.max_examples)
+    prompt = PromptConfig(max_tokens=settings.max_prompt_tokens or (384 if tiny else 6144), max_message_tokens=64 if tiny else None)
     if tiny:
         from ...meters.prompt import render_history
         from ..tiny_models import tiny_causal_lm, train_bpe_tokenizer
@@ -90,7 +102,7 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
 
         texts = [render_history(e.history, rough, prompt) + "\n" + e.answer for e in examples[:2000]]
         tokenizer = train_bpe_tokenizer(texts + [prompt.system_prompt])
-        model = tiny_causal_lm(tokenizer, hidden=args.hidden, seed=args.seed)
+        model = tiny_causal_lm(tokenizer, hidden=settings.hidden, seed=settings.seed)
     else:
         import transformers
 
@@ -98,19 +110,29 @@ def train_causal(name: str, train: list, args: argparse.Namespace, device: str):
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         model = transformers.AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
         model.gradient_checkpointing_enable()  # 6k-token meter prompts on a 4B model
+    lora = LoraSettings.from_flags(settings.lora_r, settings.lora_alpha, settings.lora_targets)
+    if lora:  # SFT and GRPO train the adapter only; the meter folder holds it, on the base's spec
+        base = name
+        if tiny:  # a random model has no spec to reload the adapter on: keep it beside the meter
+            base = str((Path(settings.out) / "meter-base").resolve())
+            model.save_pretrained(base)
+            tokenizer.save_pretrained(base)
+        model = add_lora(model, lora, base=base)
     model.to(device)
-    sft_cfg = SFTConfig(lr=args.sft_lr or (2e-3 if tiny else 1e-5), epochs=args.sft_epochs, batch_size=args.batch_size, seed=args.seed)
-    sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg)
+    sft_cfg = SFTConfig(
+        lr=settings.sft_lr or (2e-3 if tiny else 1e-5), epochs=settings.sft_epochs, batch_size=settings.batch_size, seed=settings.seed
+    )
+    sft_losses = sft(model, tokenizer, examples, prompt=prompt, config=sft_cfg, on_step=reporter.stage("sft/") if reporter else None)
     stats: dict[str, Any] = {
         "examples": len(examples),
         "sft_steps": len(sft_losses),
         "sft_loss_first_last": [sft_losses[0], sft_losses[-1]],
     }
-    if args.grpo_steps:
+    if settings.grpo_steps:
         grpo_cfg = GRPOConfig(
-            lr=args.grpo_lr or (2e-4 if tiny else 3e-6), steps=args.grpo_steps, group_size=args.group_size, seed=args.seed
+            lr=settings.grpo_lr or (2e-4 if tiny else 3e-6), steps=settings.grpo_steps, group_size=settings.group_size, seed=settings.seed
         )
-        history = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg)
-        stats["grpo_reward_first_last"] = [history[0]["reward"], history[-1]["reward"]]
-        stats["grpo_steps"] = len(history)
-    return TransformersMeter(model, tokenizer, prompt=prompt, batch_size=args.batch_size), stats
+        steps = grpo(model, tokenizer, examples, prompt=prompt, config=grpo_cfg, on_step=reporter.stage("grpo/") if reporter else None)
+        stats["grpo_reward_first_last"] = [steps[0]["reward"], steps[-1]["reward"]]
+        stats["grpo_steps"] = len(steps)
+    return TransformersMeter(model, tokenizer, prompt=prompt, batch_size=settings.batch_size), stats

@@ -25,6 +25,22 @@ from ...wrappers.recorder import read_trajectories
 from ...wrappers.token_counter import token_to_go
 
 
+@dataclass(frozen=True)
+class Sibling:
+    """Another action tried in a branch from state h_t of a trajectory (:mod:`.siblings`).
+
+    Attributes:
+        step: t, the trajectory's state the branch left from (before its action t).
+        messages: h_t, the sibling's assistant message and what the env answered.
+        expert_ttg: the expert roll-out's TTG from the sibling's new state (None where it would
+            not finish in the turns left).
+    """
+
+    step: int
+    messages: list[dict[str, Any]]
+    expert_ttg: int | None
+
+
 @dataclass
 class Trajectory:
     """One recorded episode, reduced to what meter training and evaluation read.
@@ -43,6 +59,10 @@ class Trajectory:
         expert_ttg: per prefix h_0..h_T, the TTG of the expert's roll-out from that state (None
             where it would not finish in the turns left), when the record carries ``expert_ttg``
             in its infos (:class:`~ttg_envs.wrappers.PlanLength`); None otherwise.
+        plan_lengths: per prefix h_0..h_T, the planner's plan length (None where it timed out),
+            when the record carries ``plan_length`` in its infos; None otherwise.
+        siblings: no-op branches from its states, with their targets (filled by
+            :func:`~ttg_envs.training.meter.siblings.add_noop_siblings`; empty otherwise).
     """
 
     id: str
@@ -54,6 +74,8 @@ class Trajectory:
     task: dict[str, Any] = field(default_factory=dict)
     step_labels: list[int] | None = None
     expert_ttg: list[int | None] | None = None
+    plan_lengths: list[int | None] | None = None
+    siblings: list[Sibling] = field(default_factory=list)
 
     @property
     def num_steps(self) -> int:
@@ -123,14 +145,16 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
             raise ValueError(f"{trajectory_id}: {len(ttg)} TTG labels for {len(actions)} assistant messages")
         ttg = ttg + [0]
     labels = record.get("step_labels")
+    plan = None
+    if "plan_length" in (record.get("reset_info") or {}) and all("plan_length" in s["info"] for s in record.get("steps", [])):
+        plan = [record["reset_info"]["plan_length"]] + [s["info"]["plan_length"] for s in record["steps"]]
     if isinstance(labels, Mapping):  # AgentProcessBench: {message index: label}
         by_index = {int(k): int(np.sign(float(v))) for k, v in labels.items()}
         labels = [by_index.get(i, 0) for i in actions]
     elif labels is not None:
         labels = [int(np.sign(float(v))) for v in labels]
-    elif "plan_length" in (record.get("reset_info") or {}) and all("plan_length" in s["info"] for s in record.get("steps", [])):
-        # Recorded through meter_eval.PlanLength: good when the optimal plan got shorter.
-        plan = [record["reset_info"]["plan_length"]] + [s["info"]["plan_length"] for s in record["steps"]]
+    elif plan is not None:
+        # Recorded through PlanLength: good when the optimal plan got shorter.
         labels = step_labels_from_plan_lengths(plan)
     expert_ttg = None
     infos = [record.get("reset_info") or {}] + [s["info"] for s in record.get("steps", [])]
@@ -147,6 +171,7 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
         task=dict(record.get("task") or {}),
         step_labels=labels,
         expert_ttg=expert_ttg,
+        plan_lengths=None if plan is None or len(plan) != len(actions) + 1 else plan,
     )
 
 

@@ -82,7 +82,7 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
 
     import ttg_envs  # noqa: F401  (registers the ids)
 
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     envs: dict[str, Any] = {}
     try:
@@ -109,7 +109,7 @@ def evaluate_meter(
       predicts failure or answers invalidly);
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
     """
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
     estimates: dict[tuple[int, int], Estimate] = {}
@@ -257,7 +257,7 @@ def noop_preference(
     """
     from collections import Counter
 
-    from ...progress import progress_bar
+    from ...bars import progress_bar
     from ...wrappers import ProgressMeterWrapper, make_env
 
     report = NoOpReport()

@@ -12,7 +12,7 @@ optional KL term (low-variance estimator) keeps the meter near a frozen referenc
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,13 +80,15 @@ def grpo(
     config: GRPOConfig = GRPOConfig(),
     reference: Any = None,
     progress: bool = True,
+    on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> list[dict[str, float]]:
-    """Refine ``model`` in place; returns per step the mean reward, valid rate and loss.
+    """Refine ``model`` in place; returns per step the mean reward, valid rate and loss
+    (each also handed to ``on_step`` with the step's ``lr``, an experiment tracker's hook).
 
     ``reference`` (a frozen copy of the starting model) is needed only when ``config.beta > 0``.
     """
     torch = require("torch", "hf")
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     if config.beta > 0 and reference is None:
         raise ValueError("GRPO with beta > 0 needs a frozen reference model")
@@ -101,7 +103,7 @@ def grpo(
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_schedule(s, config.steps, int(config.warmup_ratio * config.steps)))
     prompt_cache: dict[int, list[int]] = {}
-    history = []
+    logged = []
     with progress_bar(total=config.steps, desc="grpo", disable=not progress) as bar:
         for _ in range(config.steps):
             picked = rng.sample(range(len(examples)), min(config.prompts_per_step, len(examples)))
@@ -124,13 +126,16 @@ def grpo(
             loss = _update(
                 model, reference, seqs, comp_mask, prompt_len, torch.tensor(adv, dtype=torch.float32), config, params, opt, torch
             )
+            lr = float(opt.param_groups[0]["lr"])
             sched.step()
             stats = {"reward": float(rewards.mean()), "valid": float(np.mean([e.valid for e in estimates])), "loss": loss}
-            history.append(stats)
+            logged.append(stats)
+            if on_step is not None:
+                on_step({**stats, "lr": lr})
             bar.update(1)
             bar.set_postfix(reward=f"{stats['reward']:.3f}", valid=f"{stats['valid']:.2f}")
     model.eval()
-    return history
+    return logged
 
 
 def _sample(model: Any, prompts: list[list[int]], config: GRPOConfig, pad: int, eos: int, torch: Any, device: Any):

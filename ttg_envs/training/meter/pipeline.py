@@ -5,12 +5,11 @@ out a fraction of whole trajectories, trains a meter (an encoder with a regressi
 causal LM with SFT then GRPO) and saves it with a report of sizes, timings and held-out figures.
 ``eval-meter`` records (or reads) trajectories on evaluation splits, adds step-quality labels
 (ALFWorld planner, or annotations in the files) and reports the meter's figures per split.
-The command-line flags are in :mod:`ttg_envs.cli.meter`; their defaults are here.
+The settings and their defaults are :mod:`.config`'s dataclasses; the flags are in :mod:`ttg_envs.cli.meter`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
@@ -18,73 +17,38 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...cli_args import DEFAULT_ENV
-from .record import DEFAULT_POLICIES, EVAL_POLICIES, collect_trajectories
+from .config import EVAL_DEFAULTS, TRAIN_DEFAULTS, MeterEvalConfig, MeterRunConfig, MeterTrainConfig, report_config
+from .record import DEFAULT_POLICIES, collect_trajectories
 
-__all__ = ["EVAL_DEFAULTS", "TRAIN_DEFAULTS", "evaluate", "train", "train_meter"]
-
-#: Settings both commands share, by argument name.
-COMMON_DEFAULTS: dict[str, Any] = {
-    "env": DEFAULT_ENV,
-    "env_kwargs": "{}",
-    "policies": list(DEFAULT_POLICIES),
-    "trajectories": None,
-    "limit": None,
-    "tasks": None,
-    "workers": 2,
-    "seed": 0,
-    "threads": 1,
-    "device": "auto",
-}
-#: ``ttg train-meter``'s settings and their defaults.
-TRAIN_DEFAULTS: dict[str, Any] = {
-    **COMMON_DEFAULTS,
-    "splits": ["train"],
-    "backbone": "encoder:tiny",
-    "val_fraction": 0.1,
-    "epochs": 6,
-    "lr": 1e-3,
-    "backbone_lr": None,
-    "hidden": 64,
-    "window": 0,
-    "segment_tokens": 48,
-    "keep_reasoning": False,
-    "targets": "recorded",
-    "turn_limit": 0,
-    "delta_weight": 0.0,
-    "mark_task_words": False,
-    "batch_size": 16,
-    "max_examples": None,
-    "max_prompt_tokens": None,
-    "sft_epochs": 1.0,
-    "sft_lr": None,
-    "grpo_steps": 0,
-    "grpo_lr": None,
-    "group_size": 8,
-    "out": "runs/meter",
-}
-#: ``ttg eval-meter``'s settings and their defaults (``meter`` has none: it is required).
-EVAL_DEFAULTS: dict[str, Any] = {
-    **COMMON_DEFAULTS,
-    "policies": list(EVAL_POLICIES),
-    "splits": ["valid_seen", "valid_unseen"],
-    "labels": "auto",
-    "noop_every": 3,
-    "failure_cost": None,
-    "out": "runs/meter-eval",
-}
+__all__ = ["EVAL_DEFAULTS", "TRAIN_DEFAULTS", "MeterEvalConfig", "MeterTrainConfig", "evaluate", "train", "train_meter"]
 
 
-def _setup(args: argparse.Namespace) -> str:
+def _setup(config: MeterRunConfig) -> str:
     import numpy as np
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    return args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    return config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _record(config: MeterRunConfig, split: str, out: Path, *, plan_lengths: bool) -> list[Path]:
+    """The trajectory files of ``config.policies`` recorded on ``split`` under ``out/trajectories``."""
+    return collect_trajectories(
+        config.env,
+        config.env_kwargs,
+        split,
+        config.policies,
+        out / "trajectories",
+        limit=config.limit,
+        tasks=config.tasks,
+        seed=config.seed,
+        workers=config.workers,
+        plan_lengths=plan_lengths,
+    )
 
 
 def train_meter(
@@ -100,76 +64,89 @@ def train_meter(
     """``ttg train-meter`` as a function: record ``policies`` on ``split`` (``tasks``, else ``limit`` spread
     over it), train a meter and save it with its report under ``out``; returns the meter folder ``out/meter``.
 
-    ``options`` are the other ``ttg train-meter`` settings by their dest names (``backbone="encoder:tiny"``,
-    ``epochs=10``, ``seed=0``, ``workers=2``...); unset ones take the command's defaults.
+    ``options`` are the other :class:`MeterTrainConfig` settings (``backbone="encoder:tiny"``,
+    ``epochs=10``, ``seed=0``, ``workers=2``...); unset ones take its defaults.
     """
     unknown = set(options) - set(TRAIN_DEFAULTS)
     if unknown:
         raise TypeError(f"train_meter got unknown options: {', '.join(sorted(unknown))}")
-    args = argparse.Namespace(
+    config = MeterTrainConfig(
         **{
-            **TRAIN_DEFAULTS,
             **options,
             "out": str(out),
             "env": env,
-            "env_kwargs": json.dumps(env_kwargs or {}),
-            "splits": [split],
+            "env_kwargs": dict(env_kwargs or {}),
+            "splits": (split,),
             "tasks": None if tasks is None else [int(i) for i in tasks],
-            "policies": list(policies),
+            "policies": tuple(policies),
         }
     )
-    train(args)
+    train(config)
     return Path(out) / "meter"
 
 
-def train(args: argparse.Namespace) -> None:
-    """``ttg train-meter`` with parsed arguments (see :data:`TRAIN_DEFAULTS` for their names)."""
-    device = _setup(args)
+def train(config: MeterTrainConfig) -> None:
+    """``ttg train-meter``: record (or read) trajectories, train the meter, save it with its report."""
+    device = _setup(config)
+    from ..tracking import RunReporter, open_trackers, parse_report_to
+
+    # Opened first: a missing tracker fails before the recording starts.
+    reporter = RunReporter(open_trackers(parse_report_to(config.report_to), config.out, report_config(config)), console=False)
+    try:
+        _train(config, device, reporter)
+    finally:
+        reporter.close()
+
+
+def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
+    """:func:`train` once its device and trackers are set up."""
     from .backbones import train_causal, train_encoder
     from .datasets import load_trajectories, split_trajectories
 
-    out = Path(args.out)
+    out = Path(config.out)
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    if args.trajectories:
-        paths = [Path(p) for p in args.trajectories]
+    if config.trajectories:
+        paths = [Path(p) for p in config.trajectories]
     else:
-        paths = [
-            p
-            for split in args.splits
-            for p in collect_trajectories(
-                args.env,
-                json.loads(args.env_kwargs),
-                split,
-                args.policies,
-                out / "trajectories",
-                limit=args.limit,
-                tasks=args.tasks,
-                seed=args.seed,
-                workers=args.workers,
-                plan_lengths=args.targets == "expert",
-            )
-        ]
+        paths = [p for split in config.splits for p in _record(config, split, out, plan_lengths=config.targets == "expert")]
     timings["record_s"] = time.perf_counter() - start
     trajectories = load_trajectories(paths)
-    train, val = split_trajectories(trajectories, args.val_fraction, seed=args.seed)
+    train, val = split_trajectories(trajectories, config.val_fraction, seed=config.seed)
     print(f"{len(trajectories)} trajectories from {len(paths)} files: {len(train)} train, {len(val)} held out")
-    kind, _, name = args.backbone.partition(":")
+    if config.noop_siblings:
+        from ...registry import make_policy
+        from .siblings import add_noop_siblings
+
+        start = time.perf_counter()
+        made = add_noop_siblings(
+            train,
+            config.env,
+            respond=make_policy(config.env, "expert").respond,
+            per_state=config.noop_siblings,
+            seed=config.seed,
+            env_kwargs=config.env_kwargs,
+        )
+        timings["siblings_s"] = time.perf_counter() - start
+        print(f"{made} no-op siblings from {len(train)} trajectories")
+    kind, _, name = config.backbone.partition(":")
     start = time.perf_counter()
     if kind == "encoder":
-        meter, train_stats = train_encoder(name, train, args, device)
+        meter, train_stats = train_encoder(name, train, config, device, reporter)
     elif kind == "causal":
-        meter, train_stats = train_causal(name, train, args, device)
+        meter, train_stats = train_causal(name, train, config, device, reporter)
     else:
-        raise SystemExit(f"--backbone must start with encoder: or causal:, got {args.backbone!r}")
+        raise SystemExit(f"--backbone must start with encoder: or causal:, got {config.backbone!r}")
     timings["train_s"] = time.perf_counter() - start
-    from ...wrappers.progress_meter import failure_cost_for
+    from ...registry import failure_cost as failure_cost_for
     from .evaluation import evaluate_meter
 
-    failure_cost = failure_cost_for(args.env)
+    failure_cost = failure_cost_for(config.env)
     held_out = evaluate_meter(meter, val, failure_cost=failure_cost).to_dict() if val else None
+    reporter.log(held_out or {}, reporter.steps, prefix="held_out/")
+    reporter.log(timings, reporter.steps, prefix="time/")
     report = {
-        "backbone": args.backbone,
+        "backbone": config.backbone,
         "device": device,
         "trajectories": {
             "files": [str(p) for p in paths],
@@ -180,7 +157,7 @@ def train(args: argparse.Namespace) -> None:
         "timings": timings,
         "train": train_stats,
         "held_out": held_out,
-        "config": {k: v for k, v in vars(args).items() if k != "func"},
+        "config": report_config(config),
     }
     meter.save_pretrained(out / "meter", extra={"train_report": {k: report[k] for k in ("backbone", "trajectories", "timings")}})
     (out / "train_report.json").write_text(json.dumps(report, indent=1, default=str))
@@ -191,68 +168,55 @@ def train(args: argparse.Namespace) -> None:
             f"token accuracy {held_out['token_accuracy'] or 0:.3f}"
             + (
                 " (against each trajectory's own outcome and TTG; an expert-target meter predicts the expert roll-out's)"
-                if args.targets == "expert"
+                if config.targets == "expert"
                 else ""
             )
         )
 
 
-def evaluate(args: argparse.Namespace) -> int:
-    """``ttg eval-meter`` with parsed arguments (see :data:`EVAL_DEFAULTS`)."""
-    device = _setup(args)
+def evaluate(config: MeterEvalConfig) -> int:
+    """``ttg eval-meter``: record (or read) trajectories, label them, report the meter's figures per split."""
+    device = _setup(config)
     from ...meters.loading import load_meter
+    from ...registry import failure_cost as failure_cost_for
     from ...registry import make_policy
     from ...runner import has_planner
-    from ...wrappers.progress_meter import failure_cost_for
     from .datasets import load_trajectories
     from .evaluation import evaluate_meter, label_alfworld, markdown_report, noop_preference
 
-    out = Path(args.out)
-    env_kwargs = json.loads(args.env_kwargs)
-    kwargs = {"device": device} if not args.meter.startswith(("openai:", "vllm:")) else {}
-    meter = load_meter(args.meter, **kwargs)
-    failure_cost = args.failure_cost or failure_cost_for(args.env)
+    out = Path(config.out)
+    env_kwargs = config.env_kwargs
+    kwargs = {"device": device} if not config.meter.startswith(("openai:", "vllm:")) else {}
+    meter = load_meter(config.meter, **kwargs)
+    failure_cost = config.failure_cost or failure_cost_for(config.env)
     sets: dict[str, list] = {}
-    if args.trajectories:  # one report per split the recorded tasks belong to
-        for traj in load_trajectories(args.trajectories):
+    if config.trajectories:  # one report per split the recorded tasks belong to
+        for traj in load_trajectories(config.trajectories):
             sets.setdefault(str(traj.task.get("split", "given")), []).append(traj)
     else:
-        for split in args.splits:
-            sets[split] = load_trajectories(
-                collect_trajectories(
-                    args.env,
-                    env_kwargs,
-                    split,
-                    args.policies,
-                    out / "trajectories",
-                    limit=args.limit,
-                    tasks=args.tasks,
-                    seed=args.seed,
-                    workers=args.workers,
-                    plan_lengths=args.labels != "none",
-                )
-            )
+        for split in config.splits:
+            sets[split] = load_trajectories(_record(config, split, out, plan_lengths=config.labels != "none"))
     reports = {}
     timings = {}
     for name, trajectories in sets.items():
-        if args.labels == "alfworld":  # replay what was recorded without plan lengths (slow)
+        if config.labels == "alfworld":  # replay what was recorded without plan lengths (slow)
             label_alfworld([t for t in trajectories if t.step_labels is None], env_kwargs)
-        elif args.labels == "none":
+        elif config.labels == "none":
             for t in trajectories:
                 t.step_labels = None
         start = time.perf_counter()
         reports[name] = evaluate_meter(meter, trajectories, failure_cost=failure_cost)
         timings[name] = time.perf_counter() - start
-        if args.noop_every and trajectories and has_planner(args.env, {**env_kwargs, "split": name}):
-            expert = make_policy(args.env, "expert")
+        if config.noop_every and trajectories and has_planner(config.env, {**env_kwargs, "split": name}):
+            expert = make_policy(config.env, "expert")
             noop = noop_preference(
                 meter,
-                args.env,
+                config.env,
                 trajectories,
                 respond=expert.respond,
                 failure_cost=failure_cost,
                 env_kwargs=env_kwargs,
-                every=args.noop_every,
+                every=config.noop_every,
             )
             reports[name].noop = noop.to_dict()
     table = markdown_report(reports)
@@ -260,11 +224,11 @@ def evaluate(args: argparse.Namespace) -> int:
     (out / "eval_report.json").write_text(
         json.dumps(
             {
-                "meter": args.meter,
+                "meter": config.meter,
                 "failure_cost": failure_cost,
                 "eval_seconds": timings,
                 "reports": {k: r.to_dict() for k, r in reports.items()},
-                "config": {k: v for k, v in vars(args).items() if k != "func"},
+                "config": report_config(config),
             },
             indent=1,
             default=str,

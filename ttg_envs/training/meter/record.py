@@ -35,15 +35,10 @@ def collect_trajectories(
     labels for evaluation; it costs a planner call per step, slow after random actions).
     """
     from ...registry import parse_policy
-    from ...runner import EpisodeTask, has_planner, num_tasks, run_tasks, spread_indices
+    from ...runner import EpisodeTask, has_planner, run_tasks, split_tasks
 
     env_kwargs = {"split": split, **env_kwargs}
-    n = num_tasks(env_id, env_kwargs)
-    if tasks is not None:  # checked lazily: a range of --tasks may be huge
-        bad = next((int(i) for i in tasks if not 0 <= int(i) < n), None)
-        if bad is not None:
-            raise ValueError(f"task indices must lie in 0..{n - 1} for split {split!r}; got {bad}")
-    indices = list(spread_indices(n, limit)) if tasks is None else [int(i) for i in tasks]
+    indices = split_tasks(env_id, env_kwargs, tasks=tasks, limit=limit)
     out.mkdir(parents=True, exist_ok=True)
     labels = [parse_policy(spec).file_label for spec in policies]
     paths = [out / f"{split}-{label}.jsonl" for label in labels]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..._optional import require
 from ...meters.encoder import EncoderMeter
@@ -42,6 +42,12 @@ class RegressionConfig:
     log(1 + TTG) difference against the target's, wherever both prefixes have a TTG target.
     Guidance and DeltaTTG read only these changes, and one step moves log(1 + TTG) by a few tenths
     at most, which a loss on the levels alone barely notices (needs a meter without a window).
+
+    Trajectories with ``siblings`` (:mod:`.siblings`, no-op branches from their states) add each
+    sibling as one more prefix with its own target, and ``sibling_weight`` adds a loss on the
+    difference between a sibling's predicted log(1 + TTG) and the trajectory's own next state's,
+    against the targets' difference: the comparison a guide makes between candidates of one state
+    (needs a meter without a window and ``targets="expert"``).
     """
 
     epochs: int = 6
@@ -55,6 +61,7 @@ class RegressionConfig:
     seed: int = 0
     targets: str = "recorded"
     delta_weight: float = 0.0
+    sibling_weight: float = 0.0
 
 
 def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tuple[list[float], list[float]]:
@@ -77,11 +84,17 @@ def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tup
 
 
 def train_encoder_meter(
-    meter: EncoderMeter, trajectories: Sequence[Trajectory], config: RegressionConfig = RegressionConfig(), progress: bool = True
+    meter: EncoderMeter,
+    trajectories: Sequence[Trajectory],
+    config: RegressionConfig = RegressionConfig(),
+    progress: bool = True,
+    on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> list[float]:
-    """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step."""
+    """Train ``meter`` in place on ``trajectories``; returns the loss of every optimizer step.
+
+    ``on_step`` gets each step's ``loss`` and head ``lr`` (an experiment tracker's hook)."""
     torch = require("torch", "hf")
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
@@ -90,15 +103,18 @@ def train_encoder_meter(
     frozen = config.backbone_lr <= 0
     for p in model.backbone.parameters():
         p.requires_grad_(not frozen)
+    if any(t.siblings for t in trajectories) and (config.targets != "expert" or meter.config.window is not None):
+        raise ValueError("siblings need targets='expert' and a meter that reads the whole history (window None)")
     data = []
     for traj in trajectories:
         segments = meter.segments(traj.messages)
         if len(segments) != traj.num_steps + 1:
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
-        data.append((segments, *trajectory_targets(traj, config.targets)))
+        siblings = [_sibling_example(meter, s) for s in traj.siblings]
+        data.append(_Example(segments, *trajectory_targets(traj, config.targets), siblings))
     meter.clear_cache()
     if frozen:
-        all_texts = list(dict.fromkeys(s for segs, _, _ in data for s in segs))
+        all_texts = list(dict.fromkeys(s for ex in data for s in ex.texts()))
         for start in progress_bar(range(0, len(all_texts), 1024), desc="encoder: embed segments", disable=not progress):
             meter.embed(all_texts[start : start + 1024])
     head_params = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
@@ -121,9 +137,12 @@ def train_encoder_meter(
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], config.max_grad_norm)
+                lr = float(opt.param_groups[0]["lr"])
                 opt.step()
                 sched.step()
                 losses.append(loss.item())
+                if on_step is not None:
+                    on_step({"loss": losses[-1], "lr": lr})
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
     model.eval()
@@ -133,17 +152,43 @@ def train_encoder_meter(
     return losses
 
 
+class _Example(NamedTuple):
+    """One trajectory's training data: segments, per-prefix targets, and its siblings'
+    ``(step, segments, b, log1p TTG)``."""
+
+    segs: list
+    b: list[float]
+    y: list[float]
+    siblings: list[tuple[int, list, float, float]]
+
+    def texts(self) -> list:
+        """Every segment the example reads."""
+        return [*self.segs, *(s for _, segs, _, _ in self.siblings for s in segs)]
+
+
+def _sibling_example(meter: EncoderMeter, sibling: Any) -> tuple[int, list, float, float]:
+    segments = meter.segments(sibling.messages)
+    if len(segments) != sibling.step + 2:
+        raise ValueError(f"sibling from state {sibling.step}: {len(segments)} segments, expected {sibling.step + 2}")
+    v = sibling.expert_ttg
+    return sibling.step, segments, float(v is not None), math.nan if v is None else math.log1p(v)
+
+
 def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConfig, torch: Any, device: Any) -> Any:
     model = meter.model
-    texts = list(dict.fromkeys(s for segs, _, _ in batch for s in segs))
+    texts = list(dict.fromkeys(s for ex in batch for s in ex.texts()))
     if frozen:
         vectors = meter.embed(texts).clone()
     else:
         inputs = meter.tokenize(texts)
         vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
     index = {t: i for i, t in enumerate(texts)}
+    pairs = None
     if meter.config.window is None:
-        last, b, y, w = _full_history_outputs(meter, batch, index, vectors, torch, device)
+        last, b, y, w, (out, states) = _full_history_outputs(meter, batch, index, vectors, torch, device)
+        if any(ex.siblings for ex in batch):
+            sib_last, sib_b, sib_y, sib_w, pairs = _sibling_outputs(meter, batch, index, vectors, states, out, torch, device)
+            last, b, y, w = torch.cat([last, sib_last]), b + sib_b, y + sib_y, w + sib_w
     else:
         if config.delta_weight:
             raise ValueError("delta_weight needs a meter that reads the whole history (window None)")
@@ -159,8 +204,45 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
     else:
         reg = last[:, 1].sum() * 0.0
     if config.delta_weight:
-        reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(segs) for segs, _, _ in batch], torch)
+        reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(ex.segs) for ex in batch], torch)
+    if config.sibling_weight and pairs is not None:
+        reg = reg + config.sibling_weight * _pair_loss(*pairs, torch)
     return bce + reg
+
+
+def _pair_loss(sibling: Any, child: Any, sibling_y: Any, child_y: Any, torch: Any) -> Any:
+    """Smooth-L1 between the predicted and target differences of log(1 + TTG), sibling minus the
+    trajectory's own next state, wherever both have a TTG target."""
+    target = sibling_y - child_y
+    ok = ~torch.isnan(target)
+    if not ok.any():
+        return sibling.sum() * 0.0
+    return torch.nn.functional.smooth_l1_loss((sibling - child)[ok], target[ok], beta=0.1)
+
+
+def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, states: Any, out: Any, torch: Any, device: Any) -> tuple:
+    """Head outputs after each sibling (one GRU step from the trajectory's state before it), its
+    targets and weights, and the pairs (sibling v, the trajectory's own next-state v, and their
+    targets) for the pair loss."""
+    rows, cols, last_segment, b, y, w, child_y = [], [], [], [], [], [], []
+    for i, ex in enumerate(batch):
+        for t, segs, bs, ys in ex.siblings:
+            rows.append(i)
+            cols.append(t)
+            last_segment.append(index[segs[-1]])
+            b.append(bs)
+            y.append(ys)
+            w.append(1.0 / len(ex.segs))
+            child_y.append(ex.y[t + 1])
+    rows_t = torch.tensor(rows, device=device)
+    cols_t = torch.tensor(cols, device=device)
+    turns_left = None
+    if meter.budget_aware:
+        turns_left = torch.tensor([meter.turn_limit - (t + 1) for t in cols], device=device)
+    last = meter.model.extend(states[rows_t, cols_t], vectors[torch.tensor(last_segment, device=device)], turns_left)
+    child = out[rows_t, cols_t + 1]
+    pairs = (last[:, 1], child[:, 1], torch.tensor(y, device=device), torch.tensor(child_y, device=device))
+    return last, b, y, w, pairs
 
 
 def _delta_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
@@ -178,25 +260,26 @@ def _delta_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
 
 def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
     """Head outputs of every prefix from one GRU pass per trajectory (the GRU is causal, so its
-    state after segment t is the prefix h_t's), with targets and weights."""
-    lengths = torch.tensor([len(segs) for segs, _, _ in batch])
+    state after segment t is the prefix h_t's), with targets and weights, and the padded outputs
+    and GRU states."""
+    lengths = torch.tensor([len(ex.segs) for ex in batch])
     padded = torch.zeros((len(batch), int(lengths.max())), dtype=torch.long, device=device)
-    for i, (segs, _, _) in enumerate(batch):
-        padded[i, : len(segs)] = torch.tensor([index[s] for s in segs], device=device)
+    for i, ex in enumerate(batch):
+        padded[i, : len(ex.segs)] = torch.tensor([index[s] for s in ex.segs], device=device)
     lengths_list = lengths.tolist()
-    out = meter.model(vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list))
+    out, states = meter.model(vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list), return_states=True)
     rows = torch.cat([torch.full((n,), i, dtype=torch.long) for i, n in enumerate(lengths_list)]).to(device)
     cols = torch.cat([torch.arange(n) for n in lengths_list]).to(device)
-    b = [v for _, bi, _ in batch for v in bi]
-    y = [v for _, _, yi in batch for v in yi]
+    b = [v for ex in batch for v in ex.b]
+    y = [v for ex in batch for v in ex.y]
     w = [1.0 / n for n in lengths_list for _ in range(n)]
-    return out[rows, cols], b, y, w
+    return out[rows, cols], b, y, w, (out, states)
 
 
 def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
     """Head outputs of every prefix read through the meter's window (one GRU pass per prefix)."""
     rows, steps, b, y, w = [], [], [], [], []
-    for segs, bi, yi in batch:
+    for segs, bi, yi, _ in batch:
         for t in range(len(segs)):
             rows.append([index[s] for s in meter.window(segs[: t + 1])])
             steps.append(t)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,10 +78,13 @@ def sft(
     prompt: PromptConfig | None = None,
     config: SFTConfig = SFTConfig(),
     progress: bool = True,
+    on_step: Callable[[dict[str, float]], None] | None = None,
 ) -> list[float]:
-    """Fine-tune ``model`` in place on ``examples``; returns the loss of every optimizer step."""
+    """Fine-tune ``model`` in place on ``examples``; returns the loss of every optimizer step.
+
+    ``on_step`` gets each step's ``loss`` and ``lr`` (an experiment tracker's hook)."""
     torch = require("torch", "hf")
-    from ...progress import progress_bar
+    from ...bars import progress_bar
 
     prompt = prompt or PromptConfig()
     count = token_counter(tokenizer)
@@ -113,9 +116,12 @@ def sft(
                 loss.backward()
                 step_loss += loss.item()
             torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+            lr = float(opt.param_groups[0]["lr"])
             opt.step()
             sched.step()
             losses.append(step_loss)
+            if on_step is not None:
+                on_step({"loss": step_loss, "lr": lr})
             bar.update(1)
             bar.set_postfix(loss=f"{step_loss:.3f}")
     model.eval()

@@ -8,7 +8,8 @@ the rollout server samples the action from the running token sequence, the env s
 ``Generation``, and verl's Continuous Token builder appends the new observation messages. The row's
 response holds every turn; ``response_mask`` marks assistant tokens and ``ttg_token_step`` the
 action each belongs to. The ``ttg_*`` fields of :func:`.fields.episode_fields` go to
-``extra_fields``, which verl copies into ``non_tensor_batch``; the reward is the episode's return.
+``extra_fields``, which verl copies into ``non_tensor_batch``, with ``ttg_meter_s`` (the seconds the
+episode spent in the meter, logged as ``ttg/meter_s/mean``); the reward is the episode's return.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from ....core import Generation
-from ....registry import env_settings
+from ....meters.timed import TimedMeter
 from ....wrappers import make_env
-from .fields import episode_fields
+from ....wrappers.stack import cached_meter
+from .fields import episode_fields, task_limits
+from .metrics import METER_SECONDS
 
 __all__ = ["TTGAgentLoop"]
 
@@ -44,22 +47,21 @@ class TTGAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """One episode as one row (see the module docstring)."""
         task = dict(kwargs["extra_info"]["ttg"])
-        table = env_settings(task["env_id"])
-        max_turns = int(task.get("max_turns") or table.max_turns)
-        per_turn = int(task.get("max_tokens_per_turn") or table.max_tokens_per_turn)
+        limits = task_limits(task)
         response_length = self.rollout_config.response_length
+        spec = os.environ.get("TTG_METER") or None
+        meter = TimedMeter(cached_meter(spec)) if spec else None
         env = await self.loop.run_in_executor(
             None,
             lambda: make_env(
                 task["env_id"],
                 tokenizer=self.tokenizer,
-                meter=os.environ.get("TTG_METER") or None,
-                failure_cost=task.get("failure_cost"),
-                max_steps=max_turns,
+                meter=meter,
+                failure_cost=limits.failure_cost,
+                max_steps=limits.max_turns,
                 **_kwargs(task.get("env_kwargs")),
             ),
         )
-        failure_cost = getattr(env, "failure_cost", task.get("failure_cost") or table.failure_cost)
         _, info = await self.loop.run_in_executor(
             None, lambda: env.reset(seed=int(task.get("seed", 0)), options={"task_index": int(task["task_index"])})
         )
@@ -67,8 +69,9 @@ class TTGAgentLoop(AgentLoopBase):
         messages = [dict(m) for m in env.unwrapped.messages]
         prompt_ids = await self.ct_build_initial_tokens(messages)
         runtime, mask, logprobs, token_step = list(prompt_ids), [], [], []
-        reward, params = 0.0, {**sampling_params, "max_tokens": per_turn}
-        for turn in range(max_turns):
+        reward, params = 0.0, {**sampling_params, "max_tokens": limits.max_tokens_per_turn}
+        # The env's own limit ends the episode (BFCL's official scoring may raise it above max_turns).
+        for turn in range(getattr(env.unwrapped, "max_steps", None) or limits.max_turns):
             out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime, sampling_params=params)
             merged, mask, logprobs = await self.ct_merge_assistant_token(
                 runtime,
@@ -92,7 +95,8 @@ class TTGAgentLoop(AgentLoopBase):
             token_step += [-1] * (len(mask) - len(token_step))
         env.close()
         prompt = runtime[: len(runtime) - len(mask)]
-        fields = episode_fields(infos, token_step[:response_length], failure_cost)
+        fields = episode_fields(infos, token_step[:response_length], limits.failure_cost)
+        fields[METER_SECONDS] = meter.seconds if meter is not None else 0.0
         return AgentLoopOutput(
             prompt_ids=prompt,
             response_ids=runtime[len(prompt) :][:response_length],

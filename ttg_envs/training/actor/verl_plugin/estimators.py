@@ -10,17 +10,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ....credit import CAP, RHO
 from .fields import ESTIMATOR_NAMES, batch_advantages
 
 __all__ = ["credit_options", "make_estimator", "register_estimators"]
 
 
 def credit_options() -> dict[str, float]:
-    """DeltaTTG's rho and M: ``TTG_RHO`` / ``TTG_CAP`` environment variables, else 0.2 and 5 (table 4).
+    """DeltaTTG's rho and M: ``TTG_RHO`` / ``TTG_CAP`` environment variables, else table 4's (``credit.RHO``, ``credit.CAP``).
 
     Environment variables reach every Ray worker through verl's ``runtime_env``.
     """
-    return {"rho": float(os.environ.get("TTG_RHO", "0.2")), "cap": float(os.environ.get("TTG_CAP", "5"))}
+    return {"rho": float(os.environ.get("TTG_RHO", RHO)), "cap": float(os.environ.get("TTG_CAP", CAP))}
 
 
 def make_estimator(name: str):

@@ -9,16 +9,18 @@ Per-step lists hold the states h_0..h_{T-1} the actions were taken in.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ....credit import CAP, RHO
+from ....registry import env_settings, failure_cost, turn_limit
 from ..advantages import ALIASES, pad_rows, step_advantages
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ESTIMATOR_NAMES", "FIELDS", "batch_advantages", "episode_fields"]
+__all__ = ["ESTIMATOR_NAMES", "FIELDS", "TaskLimits", "batch_advantages", "episode_fields", "task_limits"]
 
 #: The non-tensor batch keys the agent loop writes (one object per row).
 FIELDS = (
@@ -35,6 +37,25 @@ FIELDS = (
 #: verl estimator names this plugin registers: ``delta_ttg`` and the ``ttg_`` aliases of the
 #: trainer's baselines (:data:`~ttg_envs.training.actor.advantages.ALIASES`; DAPO is verl's own sampling).
 ESTIMATOR_NAMES = ("delta_ttg", *(name for name, canonical in ALIASES.items() if canonical != "dapo"))
+
+
+class TaskLimits(NamedTuple):
+    """What the agent loop plays a dataset row's task with."""
+
+    max_turns: int
+    max_tokens_per_turn: int
+    failure_cost: float
+
+
+def task_limits(task: Mapping[str, Any]) -> TaskLimits:
+    """The turn limit, tokens per turn and C of ``extra_info["ttg"]``'s task: its own values, else the
+    registry's for its env id (the ones ``ttg train`` and ``ttg eval`` use)."""
+    env_id = task["env_id"]
+    return TaskLimits(
+        int(task.get("max_turns") or turn_limit(env_id)),
+        int(task.get("max_tokens_per_turn") or env_settings(env_id).max_tokens_per_turn),
+        float(task.get("failure_cost") or failure_cost(env_id)),
+    )
 
 
 def episode_fields(infos: Sequence[Mapping[str, Any]], token_step: Sequence[int], failure_cost: float) -> dict[str, Any]:
@@ -65,8 +86,8 @@ def batch_advantages(
     index: Sequence[Any],
     non_tensor_batch: Mapping[str, Sequence[Any]],
     *,
-    rho: float = 0.2,
-    cap: float = 5.0,
+    rho: float = RHO,
+    cap: float = CAP,
 ) -> torch.Tensor:
     """Token-level advantages ``[B, L]`` (0 outside ``response_mask``) for one of :data:`ESTIMATOR_NAMES`.
 

@@ -1,4 +1,4 @@
-"""Progress bars that also report when nobody watches a terminal (nohup, SLURM, CI logs).
+"""Terminal progress bars (tqdm) that also report when nobody watches a terminal (nohup, SLURM, CI logs); not the progress meter.
 
 On a terminal :func:`progress_bar` is an ordinary tqdm bar. When stderr is not a terminal, tqdm
 would either stay silent (``disable=None``) or fill the log with carriage returns; instead the bar
@@ -85,3 +85,37 @@ def progress_bar(
         miniters=1,
         **kwargs,
     )
+
+
+class StepLog:
+    """One plain line per finished step of a long run, with its figures, the time so far and an ETA.
+
+    ``ttg train: step 3/10, 30% | reward 0.250, success 0.25 | 0:31 elapsed, 1:12 left``. Unlike
+    :func:`progress_bar` it writes every step, on a terminal too: a training step takes seconds to
+    minutes, and its figures are what a person watching the run reads. The ETA extrapolates the mean
+    time of the steps this process ran (a resumed run's earlier steps do not count).
+    """
+
+    def __init__(self, total: int, *, initial: int = 0, desc: str = "progress", file: Any = None, clock: Any = None):
+        import time
+
+        self.total, self.done, self.desc = total, initial, desc
+        self.file = file
+        self._clock = clock or time.perf_counter
+        self._start = self._clock()
+        self._initial = initial
+
+    def update(self, figures: str = "", steps: int = 1) -> str:
+        """Count ``steps`` more steps done and write (and return) their line with ``figures``."""
+        self.done += steps
+        elapsed = self._clock() - self._start
+        ran = self.done - self._initial
+        left = ""
+        if self.total and ran > 0:
+            left = f", {tqdm.format_interval(max(0, self.total - self.done) * elapsed / ran)} left"
+        share = f", {100 * self.done / self.total:.0f}%" if self.total else ""
+        line = f"{self.desc}: step {self.done}/{self.total}{share}{' | ' + figures if figures else ''} | {tqdm.format_interval(elapsed)} elapsed{left}"
+        stream = self.file or sys.stderr
+        stream.write(line + "\n")
+        stream.flush()
+        return line
