@@ -66,7 +66,7 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
     ),
     "plan_length": (
         "PlanLength (meter-evaluation recordings of ALFWorld)",
-        "Length of the expert's plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; 0 once won; None when the planner ran out of its time limit); its change labels step quality.",
+        "Length of the exact plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; never the fast expert's; 0 once won; None when the planner ran out of its time limit); its change labels step quality.",
     ),
     "expert_ttg": (
         "PlanLength with the expert's response format (meter recordings of ALFWorld)",
@@ -74,6 +74,6 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
     ),
     "planner_timeout": (
         "ttg/ALFWorld-v0, only when it happened",
-        "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step: no earlier plan applied, `expert_plan()` returned [] and the expert took `look`.",
+        "True when the planner ran out of its time limit (`planner_timeout` seconds) since the previous step, in `expert_plan()` (PlanLength, planner-k; the scripted expert does not search): no earlier plan applied and `expert_plan()` returned [].",
     ),
 }

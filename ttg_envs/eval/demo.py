@@ -12,7 +12,7 @@ Offline and on a CPU by default:
   (``targets="expert"``), it reads the turns left (budget-aware) and the task's words are marked
   in its action segments;
 - actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
-  (the planner's action with probability 0.25, a random admissible command otherwise).
+  (the scripted expert's action with probability 0.25, a random admissible command otherwise).
 
 Flags swap in real actors and meters. If the meter split is missing the meter trains on
 ``valid_seen`` tasks that the evaluation does not use (said so on the console and in the report).

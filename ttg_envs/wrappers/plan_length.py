@@ -37,14 +37,16 @@ class PlanLength(BranchableWrapper):
     """Adds ``plan_length`` (the planner's plan length from the new state, 0 once won, None when
     the planner ran out of its time limit) to ``info``.
 
-    For envs whose base has ``expert_plan()`` (ALFWorld). Recording it with the trajectory gives
-    exact step-quality labels without replaying the episode later.
+    For envs whose base has ``expert_plan()`` (ALFWorld: the exact path, the planner with plan
+    repair, cached by state; never the fast expert that the scripted policies use). Recording it
+    with the trajectory gives exact step-quality labels without replaying the episode later.
 
     With ``respond`` (the expert's response text for a planned command, e.g. ALFWorld's
     ``react``), it also adds ``expert_ttg``: the assistant tokens the expert would generate from the
     new state to the goal if it took over (its plan's responses counted by the stack's
     ``TokenCounter``), 0 once won, None when the plan does not fit in the turns left (the expert's
-    roll-out would be truncated) or the planner timed out. The expert follows its plan command by
+    roll-out would be truncated) or the planner timed out. The scripted expert follows a state's
+    exact plan once it is known (it is here: this wrapper asks at every state), command by
     command, so this equals the TTG a ``TokenCounter`` records when the expert plays on from that
     state (``tests/test_meter_targets.py`` checks it against real roll-outs): a roll-in by the
     recorded policy, a roll-out by the expert, without playing the roll-out.

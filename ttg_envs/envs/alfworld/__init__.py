@@ -1,4 +1,4 @@
-"""ALFWorld on alfworld's PDDL engine: the env, its task lists and the planner-based policies."""
+"""ALFWorld on alfworld's PDDL engine: the env, its task lists and the scripted expert policies."""
 
 from .env import ALFWorldEnv
 from .policies import ExpertPolicy, NoisyExpertPolicy

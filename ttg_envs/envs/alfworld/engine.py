@@ -21,9 +21,11 @@
   seconds; see :mod:`.planner`.
 - **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
   state the episode came through still reaches the goal, by stepping it through the engine (also
-  after undoing the last one or two commands); only when none does is there a search. A noisy
-  expert's random detours then rarely cost a search, and the expert's behaviour does not depend
-  on time or machine load.
+  after undoing the last one or two commands); only when none does is there a search. This is
+  the exact path (``PlanLength``, planner-k).
+- **Fast expert.** :meth:`AlfredEngine.fast_plan` (the scripted policies') never searches: the
+  state's known plan, else the domain expert of :mod:`.expert` over the current facts, kept in a
+  cache of its own that the exact path never reads. Its answers do not depend on time or load.
 
 ``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
 ``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``
@@ -263,6 +265,18 @@ def undo_command(commands: Sequence[str]) -> str | None:
     return None
 
 
+def _taken_from(held: str | None, came_through: Sequence[tuple[int, str | None]] | None, names: Mapping[str, str]) -> str | None:
+    """The PDDL name of the receptacle the held object was last taken from (None if unknown)."""
+    if held is None or not came_through:
+        return None
+    prefix = f"take {names[held]} from "
+    for _, command in reversed(came_through):
+        if command and command.startswith(prefix):
+            wanted = command[len(prefix) :]
+            return next((k for k, v in names.items() if v == wanted), None)
+    return None
+
+
 class _StateInfo:
     """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
     from it, its GameState (valid commands and actions) and the operators the actions refer to."""
@@ -329,12 +343,21 @@ class _Core:
         #: (see AlfredEngine.plan). The engine is deterministic, so a plan and all its suffixes
         #: stay valid for their states.
         self.plans: dict[int, tuple[str, ...] | None] = {}
+        #: Plans by state from the fast domain expert (see AlfredEngine.fast_plan), kept apart from
+        #: ``plans`` so that the exact path never reads them.
+        self.fast_plans: dict[int, tuple[str, ...]] = {}
+        #: The loaded game's goal, unchanging facts and display names as the domain expert reads
+        #: them (on first use).
+        self.goal = None
+        self.world = None
+        self.names: dict[str, str] = {}
 
     def clear_game(self) -> None:
         """Forget the loaded game's caches (its states hold textworld objects)."""
         self.game_id = None
         self.initial = None
         self.states, self.numbers, self.successors, self.plans, self.fact_names = [], {}, {}, {}, {}
+        self.fast_plans, self.goal, self.world, self.names = {}, None, None, {}
         self.materialized = None
 
     def number(self, info: _StateInfo) -> int:
@@ -404,6 +427,8 @@ class AlfredEngine:
         self.planner_timeouts = 0
         #: Set by plan() when the current state's plan came from :meth:`repair`.
         self.last_plan_repaired = False
+        #: How often :meth:`fast_plan` fell back to the planner (its domain plan did not reach the goal).
+        self.fast_fallbacks = 0
 
     def close(self) -> None:
         """Give the core back to the idle pool with its game caches cleared (idempotent)."""
@@ -469,9 +494,10 @@ class AlfredEngine:
             if self.cached:
                 core.successors[(before, command)] = hit
         self._sid, self._feedback = hit
-        plan = core.plans.get(before)
-        if plan and plan[0] == command:
-            core.plans.setdefault(self._sid, plan[1:])
+        for plans in (core.plans, core.fast_plans):
+            plan = plans.get(before)
+            if plan and plan[0] == command:
+                plans.setdefault(self._sid, plan[1:])
         return self._feedback
 
     def plan(self, came_through: Sequence[tuple[int, str | None]] | None = None) -> list[str]:
@@ -536,9 +562,55 @@ class AlfredEngine:
                     return undo + plan
         return None
 
-    def _plan_reaches_goal(self, plan: tuple[str, ...]) -> bool:
+    def fast_plan(self, came_through: Sequence[tuple[int, str | None]] | None = None) -> list[str]:
+        """The scripted expert's plan from the current state, without waiting on a search.
+
+        The state's known plan when there is one: first the exact cache that :meth:`plan` fills
+        (stored walkthrough, planner, plan repair, and their suffixes), then the fast cache;
+        otherwise the domain expert's (:meth:`domain_plan`: the hands freed first, the held object
+        put back where it was taken from at equal cost, an undo; then the cheapest of the goal's
+        few choices), kept in the fast cache (never read by :meth:`plan`) and passed on command by
+        command as the episode follows it. A fast plan is not stepped through the engine up front
+        (that would cost more than the rest of the call); each of its commands is checked to be
+        admissible when it comes up, and the domain expert answers again from any state where the
+        rest of its plan does not apply. Only when the domain expert has no admissible answer
+        (not seen on any bundled game) does this fall back to :meth:`plan` (a search), counted in
+        :attr:`fast_fallbacks`. The answer depends on the state and the episode's path only.
+        """
+        core = self._core
+        info = core.states[self._sid]
+        for plans in (core.plans, core.fast_plans):
+            known = plans.get(self._sid)
+            if known is not None and (known[0] in info.admissible if known else info.won):
+                return list(known)
+        plan = self.domain_plan(came_through)
+        if plan and plan[0] in info.admissible:
+            core.fast_plans[self._sid] = tuple(plan)
+            return plan
+        self.fast_fallbacks += 1
+        return self.plan(came_through)
+
+    def domain_plan(self, came_through: Sequence[tuple[int, str | None]] | None = None) -> list[str] | None:
+        """The domain expert's plan from the current state's facts (:func:`~.expert.expert_plan`;
+        None when it finds none), not checked and not cached. ``came_through`` only says where the
+        held object was taken from."""
+        from . import expert
+
+        core = self._core
+        info = core.states[self._sid]
+        if core.goal is None:
+            core.goal = expert.parse_goal(self._pddl._game_data["pddl_problem"])
+            core.world = expert.World((f.name, tuple(v.name for v in f.arguments)) for _, fs in info.facts for f in fs)
+            core.names = {k: v.name for k, v in self._pddl._entity_infos.items()}
+        facts = ((f.name, tuple(v.name for v in f.arguments)) for sig, fs in info.facts if sig.name in expert.DYNAMIC for f in fs)
+        world = expert.World(facts, base=core.world)
+        names = core.names
+        return expert.expert_plan(world, core.goal, names, origin=_taken_from(world.holding, came_through, names))
+
+    def _plan_reaches_goal(self, plan: tuple[str, ...], store: dict | None = None) -> bool:
         """Step ``plan`` from the current state; on success store its suffixes as the plans of the
-        states it passes. The engine's state is put back either way."""
+        states it passes (in ``store``, default the exact cache). The engine's state is put back
+        either way."""
         core = self._core
         start = self.save()
         path = [self._sid]
@@ -552,8 +624,9 @@ class AlfredEngine:
                 return False
         finally:
             self.restore(start)
+        store = core.plans if store is None else store
         for i, sid in enumerate(path):
-            core.plans.setdefault(sid, plan[i:])
+            store.setdefault(sid, plan[i:])
         return True
 
     @property

@@ -31,7 +31,9 @@ class ALFWorldEnv(TextEnv):
         planner_timeout: seconds the engine planner may search from one state (None: no limit);
             see :meth:`expert_plan`.
         plan_repair: let :meth:`expert_plan` reuse an earlier state's plan that still reaches the
-            goal before it asks the planner to search (False: always the planner's own plan).
+            goal before it asks the planner to search, and let the scripted expert
+            (:meth:`policy_plan`) answer with the fast domain expert (False: both always take the
+            planner's own plan).
         engine_caches: False runs the engine on every step instead of reusing the successors of
             (state, command) pairs seen before in the loaded game (the equality tests' reference).
         action_format: ``strict`` (one ``<action>`` block, the paper's protocol) or ``lenient``
@@ -167,7 +169,10 @@ class ALFWorldEnv(TextEnv):
         return self.admissible_commands
 
     def expert_plan(self) -> list[str]:
-        """The expert's command sequence from the current state to the goal.
+        """The exact plan from the current state to the goal: what ``PlanLength`` (``plan_length``,
+        ``expert_ttg``), planner-k (:func:`~ttg_envs.wrappers.plan_length.plan_cost`) and the meter
+        evaluation's step labels read. The scripted expert reads :meth:`policy_plan` instead, which
+        never searches; this never reads the fast expert's plans.
 
         Plans are cached per state for the loaded game (bundled games start with the planner's
         stored walkthrough), and the rest of a plan is reused while an episode follows it. When
@@ -175,8 +180,8 @@ class ALFWorldEnv(TextEnv):
         came through are tried first (:meth:`AlfredEngine.repair`: a plan counts when stepping
         it from here through the engine reaches the goal); only when none does, the engine
         planner searches. The search runs under ``planner_timeout``: when it runs out, this
-        returns ``[]`` (what the planner returns when it finds no plan; :class:`ExpertPolicy`
-        then takes ``look``), :attr:`last_plan_timed_out` is True, the next step's ``info`` has
+        returns ``[]`` (what the planner returns when it finds no plan),
+        :attr:`last_plan_timed_out` is True, the next step's ``info`` has
         ``planner_timeout: True`` and :attr:`planner_timeouts` counts it. The timeout is
         remembered for the state, so asking again returns ``[]`` at once.
         """
@@ -191,6 +196,28 @@ class ALFWorldEnv(TextEnv):
             self.last_plan_timed_out = False
             self.plans_repaired += self._engine.last_plan_repaired
             return plan
+
+    def policy_plan(self) -> list[str]:
+        """The scripted expert's plan from the current state (:class:`~.policies.ExpertPolicy`
+        takes its first command): answers in milliseconds, never waits on a search.
+
+        The state's known plan when there is one (the one :meth:`expert_plan` would return without
+        searching: the stored walkthrough, an earlier search or plan repair), otherwise the fast
+        domain expert's (:meth:`AlfredEngine.fast_plan`). Where :meth:`expert_plan` has been asked
+        on the way (``PlanLength`` asks at every state), the expert follows the exact plans, so its
+        roll-out from a state is the one ``PlanLength``'s ``expert_ttg`` counts. ``plan_repair=False``
+        makes this :meth:`expert_plan` (the planner on every state off a known plan).
+        """
+        if not self.plan_repair:
+            return self.expert_plan()
+        with self._engine.lock:
+            self._engine.activate(self)
+            try:
+                return self._engine.fast_plan(came_through=self._came_through)
+            except PlannerTimeout:  # only after a domain plan that did not reach the goal
+                self._plan_timed_out = self.last_plan_timed_out = True
+                self.planner_timeouts += 1
+                return []
 
     def close(self) -> None:
         """Release the engine: back to the idle pool with its game caches cleared, unless branches

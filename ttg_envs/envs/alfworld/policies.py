@@ -1,4 +1,4 @@
-"""Scripted ALFWorld policies: the engine planner (expert), an epsilon-noisy expert, and an
+"""Scripted ALFWorld policies: the expert (known plans and the fast domain expert), an epsilon-noisy expert, and an
 epsilon-idle expert that wastes turns on commands that do nothing for the task.
 
 A policy is called with an env (any wrapper stack over ``ALFWorldEnv``) and returns the assistant
@@ -25,9 +25,9 @@ def _alfworld(env) -> ALFWorldEnv:
 
 
 class ExpertPolicy:
-    """Takes the first command of the engine planner's plan from the current state; ``look`` when
-    there is none (the planner found no plan or ran out of its time limit: see
-    :meth:`ALFWorldEnv.expert_plan`)."""
+    """Takes the first command of the scripted expert's plan from the current state
+    (:meth:`ALFWorldEnv.policy_plan`: the known exact plan of the state, else the fast domain
+    expert's; it never waits on a planner search); ``look`` when there is none."""
 
     name = "expert"
 
@@ -39,7 +39,7 @@ class ExpertPolicy:
     def __call__(self, env) -> str:
         """The next response for ``env``."""
         base = _alfworld(env)
-        plan = base.expert_plan()
+        plan = base.policy_plan()
         return self.respond(plan[0] if plan else "look")
 
 
