@@ -19,7 +19,7 @@ from ...agents.window import PromptWindow
 from ...core import Generation
 from ...wrappers.progress_meter import step_all
 
-__all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "chat_prompt_ids", "nan_where_none", "run_episodes"]
+__all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "cache_kwarg", "chat_prompt_ids", "nan_where_none", "run_episodes"]
 
 
 @dataclass
@@ -171,6 +171,14 @@ class VLLMGenerator:
         weights = list(model.state_dict().items())
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
+
+
+def cache_kwarg(model: Any) -> str:
+    """The name under which ``model``'s forward takes a KV cache (transformers 5.24 renamed
+    ``past_key_values`` to ``cache``; the old name still works there, with a warning)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:

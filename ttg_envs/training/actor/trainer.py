@@ -15,7 +15,6 @@ step k repeats exactly the steps an uninterrupted run would take (same device an
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import logging
 import time
@@ -32,7 +31,7 @@ from ...agents.window import PromptWindow
 from ...registry import env_settings
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
-from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
+from .rollout import Episode, HFGenerator, TokenGenerator, cache_kwarg, run_episodes
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -507,8 +506,7 @@ class Trainer:
             out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             cache.batch_repeat_interleave(len(rows))
-            # transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns).
-            past = {"cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values": cache, "use_cache": True}
+            past = {cache_kwarg(model): cache, "use_cache": True}
         seqs = [(r.prompt + r.action)[shared:] for r in rows]
         width = max(len(s) for s in seqs)
         pad = self.tokenizer.pad_token_id or 0
