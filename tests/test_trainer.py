@@ -399,7 +399,7 @@ def test_shared_prefix_passes_equal_one_forward_per_row(tmp_path, tokenizer):
     rows = _shared_prefix_rows(tokenizer)
     fast = Trainer(_config(tmp_path / "a", micro_batch_rows=6, mini_batch_rows=12), _model(tokenizer), tokenizer, meter=_meter())
     plain = Trainer(_config(tmp_path / "b", micro_batch_rows=6, mini_batch_rows=12), _model(tokenizer), tokenizer, meter=_meter())
-    plain.share_prefix = False
+    fast.share_prefix, plain.share_prefix = True, False
     assert all(len(m) <= 6 for m in fast._micro_batches(rows, range(len(rows))))
     # Micro-batches hold one task's rows: the cut falls between the two heads.
     assert all(len({tuple(rows[i].prompt[:30]) for i in m}) == 1 for m in fast._micro_batches(rows, range(len(rows))))

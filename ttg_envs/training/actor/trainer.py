@@ -148,6 +148,11 @@ class Trainer:
         generator: how rollouts sample (default :class:`HFGenerator` on ``model``). A generator
             with ``load_weights(model)``, such as :class:`VLLMGenerator`, gets the policy's
             weights after every update and on resume.
+
+    Attributes:
+        keep_sampler_logprobs: use the sampler's kept log-probs as pi_old when they are the
+            trained model's (True); False recomputes them.
+        share_prefix: run the prompt prefix a micro-batch shares once (False; equal results).
     """
 
     def __init__(
@@ -177,9 +182,11 @@ class Trainer:
         self.out_dir = Path(self.config.out_dir)
         self._envs: list[Any] = []
         self._pool: np.ndarray | None = None
-        # Private switches for benchmarks and equivalence tests: off gives the plain computation.
+        # Prefix sharing is off by default: on 2 CPU
+        # cores it measured slower (bench_trainer.py: the suffix pass over a cache needs an explicit
+        # attention mask, so it loses the causal kernel the plain right-padded pass gets).
         self.keep_sampler_logprobs = True
-        self.share_prefix = True
+        self.share_prefix = False
         self._said_recompute = False
 
     # ------------------------------------------------------------------ the loop
@@ -325,8 +332,8 @@ class Trainer:
         them and the sampler is the trained model (:meth:`kept_logprobs_usable`); otherwise they
         are recomputed, as the reference's are, without gradients (``old_logprobs_recomputed`` 1
         in the result). Each mini-batch's loss is the token mean over all its tokens; its
-        micro-batches hold rows with shared prompt prefixes together (:meth:`_forward`), which
-        changes the sum of their gradients only by float rounding.
+        micro-batches hold rows in prompt order (:meth:`_micro_batches`), which changes the sum of
+        their gradients only by float rounding.
         """
         torch = require("torch", "hf")
         cfg = self.config
@@ -432,10 +439,10 @@ class Trainer:
     def _micro_batches(self, rows: Sequence[Row], indices: Sequence[int]) -> list[list[int]]:
         """``indices`` in micro-batches of at most ``micro_batch_rows`` rows with long shared prompt prefixes.
 
-        Rows are ordered by prompt ids; a run longer than a micro-batch is cut where neighbouring
-        prompts share the fewest tokens (between two tasks rather than inside one), so each
-        micro-batch's shared prefix (:meth:`_forward`) is as long as the batch allows. Without
-        prefix sharing the ordered rows are cut every ``micro_batch_rows``.
+        Rows are ordered by prompt ids. With ``share_prefix`` a run longer than a micro-batch is
+        cut where neighbouring prompts share the fewest tokens (between two tasks rather than inside
+        one), so each micro-batch's shared prefix (:meth:`_forward`) is as long as the batch
+        allows; without it the ordered rows are cut every ``micro_batch_rows``.
         """
         order = _by_prompt(rows, indices)
         size = self.config.micro_batch_rows
@@ -489,9 +496,10 @@ class Trainer:
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):
         """Action-token log-probs ``[R, A]``, entropies (or None) and mask of rows, right-padded.
 
-        The prompt prefix all rows share (a task's system prompt and statement, or a whole first
-        turn's prompt) runs once and its keys and values are repeated for every row (gradients
-        flow back through the repeat), unless the model checkpoints gradients (no cache then).
+        With ``share_prefix`` (off by default, see ``__init__``), the prompt prefix all rows share
+        (a task's system prompt and statement) runs once and its keys and values are repeated for
+        every row (gradients flow back through the repeat), unless the model checkpoints
+        activations (no cache then).
         No attention mask is needed: every row is right-padded, and causal attention keeps a
         row's padding out of its real positions.
         """
