@@ -379,3 +379,82 @@ def test_a_step_with_no_reward_variance_warns_that_nothing_can_be_learned(tmp_pa
     assert metrics["varied_groups"] == 0 and "nothing to learn from" in caplog.text
     assert no_signal_warning([1, 0, 0, 0], [0, 0, 1, 1]) is None  # one group varies: silent
     assert "all 0" in no_signal_warning([1, 1], [0, 0], [0.3, 0.1]) and "nothing" not in no_signal_warning([1, 1], [0, 0], [0.3])
+
+
+def _shared_prefix_rows(tokenizer, n=12):
+    """Rows of two 'tasks' whose prompts share a long head, with varied tails and actions."""
+    rng = np.random.default_rng(0)
+    heads = [list(rng.integers(3, 250, 40)), list(rng.integers(3, 250, 30))]
+    rows = []
+    for i in range(n):
+        tail = list(rng.integers(3, 250, int(rng.integers(1, 12))))
+        action = list(rng.integers(3, 250, int(rng.integers(1, 5))))
+        rows.append(Row(heads[i % 2] + tail, action, float(rng.normal())))
+    return rows
+
+
+def test_shared_prefix_passes_equal_one_forward_per_row(tmp_path, tokenizer):
+    # Same loss, gradients and log-probs with the prompt heads run once per micro-batch as with
+    # one full forward pass per row (the plain computation), to float rounding.
+    rows = _shared_prefix_rows(tokenizer)
+    fast = Trainer(_config(tmp_path / "a", micro_batch_rows=6, mini_batch_rows=12), _model(tokenizer), tokenizer, meter=_meter())
+    plain = Trainer(_config(tmp_path / "b", micro_batch_rows=6, mini_batch_rows=12), _model(tokenizer), tokenizer, meter=_meter())
+    fast.share_prefix, plain.share_prefix = True, False
+    assert all(len(m) <= 6 for m in fast._micro_batches(rows, range(len(rows))))
+    # Micro-batches hold one task's rows: the cut falls between the two heads.
+    assert all(len({tuple(rows[i].prompt[:30]) for i in m}) == 1 for m in fast._micro_batches(rows, range(len(rows))))
+    got, expected = fast.row_logprobs(rows, fast.model), plain.row_logprobs(rows, plain.model)
+    for a, b in zip(got, expected):
+        assert a == pytest.approx(b, abs=1e-5)
+    a, b = fast.update(rows, np.random.default_rng(1)), plain.update(rows, np.random.default_rng(1))
+    for name in ("loss", "pg_loss", "kl", "entropy", "grad_norm"):
+        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
+    for p, q in zip(fast.model.parameters(), plain.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_kept_sampler_logprobs_equal_recomputed_and_give_the_same_update(tmp_path, tokenizer):
+    """Tolerance: 1e-5 absolute per token (float32; the kept ones come from the sampler's KV-cached,
+    left-padded decoding, the recomputed ones from one right-padded pass)."""
+    trainer = Trainer(_config(tmp_path / "a"), _model(tokenizer), tokenizer, meter=_meter())
+    episodes = trainer.rollout(np.random.default_rng(3))
+    assert all(e.logprobs is not None and [len(x) for x in e.logprobs] == [len(a) for a in e.actions] for e in episodes)
+    adv = episode_advantages(episodes, "delta_ttg", failure_cost=500.0).double().numpy()
+    rows = [
+        Row(p, a, float(adv[b, t]), e.logprobs[t]) for b, e in enumerate(episodes) for t, (p, a) in enumerate(zip(e.prompts, e.actions))
+    ]
+    recomputed = trainer.row_logprobs(rows, trainer.model)
+    assert max(abs(x - y) for r, q in zip(rows, recomputed) for x, y in zip(r.old_logprobs, q)) < 1e-5
+    # The update with the kept log-probs as pi_old equals the one that recomputes them.
+    plain = Trainer(_config(tmp_path / "b"), _model(tokenizer), tokenizer, meter=_meter())
+    plain.keep_sampler_logprobs = plain.share_prefix = False
+    a, b = trainer.update(rows, np.random.default_rng(2)), plain.update(rows, np.random.default_rng(2))
+    assert (a["old_logprobs_recomputed"], b["old_logprobs_recomputed"]) == (0.0, 1.0)
+    for name in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm"):
+        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
+
+
+def test_a_sampler_that_is_not_the_trained_model_gets_its_logprobs_recomputed(tmp_path, tokenizer):
+    trainer = Trainer(_config(tmp_path), _model(tokenizer), tokenizer, meter=_meter())
+    rows = [Row([5, 6, 7], [8, 9], 1.0, [-1.0, -2.0])]
+    assert trainer.kept_logprobs_usable(rows)
+    trainer.generator = type("Other", (), {"model": _model(tokenizer)})()  # e.g. a vLLM engine's copy
+    assert not trainer.kept_logprobs_usable(rows)
+    assert trainer.update(rows)["old_logprobs_recomputed"] == 1.0
+
+
+def test_batched_meter_scoring_gives_the_stepwise_advantages(tmp_path, tokenizer, monkeypatch):
+    from ttg_envs.training.actor import rollout
+
+    def rollout_with(step_all):
+        monkeypatch.setattr(rollout, "step_all", step_all)
+        trainer = Trainer(_config(tmp_path), _model(tokenizer), tokenizer, meter=_meter())
+        torch.manual_seed(0)
+        episodes = trainer.rollout(np.random.default_rng(4))
+        return episodes, episode_advantages(episodes, "delta_ttg", failure_cost=500.0).double().numpy()
+
+    batched, adv = rollout_with(rollout.step_all)
+    stepwise, expected = rollout_with(lambda envs, actions: [env.step(a) for env, a in zip(envs, actions)])
+    assert [e.actions for e in batched] == [e.actions for e in stepwise]
+    assert [[i.get("ttg_cost") for i in e.infos] for e in batched] == [[i.get("ttg_cost") for i in e.infos] for e in stepwise]
+    np.testing.assert_allclose(np.nan_to_num(adv), np.nan_to_num(expected), rtol=1e-12, atol=1e-12)

@@ -3,7 +3,7 @@
 from .branching import BranchableWrapper, Trial, branch, try_actions
 from .lookahead import Lookahead
 from .plan_length import PlanLength
-from .progress_meter import ProgressMeterWrapper, score_actions
+from .progress_meter import ProgressMeterWrapper, score_actions, step_all
 from .recorder import TrajectoryRecorder, read_trajectories, write_trajectory
 from .stack import make_env, wrap_env
 from .token_counter import TokenCounter, token_to_go
@@ -20,6 +20,7 @@ __all__ = [
     "make_env",
     "read_trajectories",
     "score_actions",
+    "step_all",
     "token_to_go",
     "try_actions",
     "wrap_env",

@@ -190,3 +190,32 @@ def score_actions(env: gym.Env, actions: Iterable[str | Generation], method: str
             # Outer wrappers may have copied the info dict: update the trial's too.
             trial.info.update(wrapper._resolve(estimate))
     return trials
+
+
+def step_all(envs: Sequence[gym.Env], actions: Sequence[str | Generation]) -> list[tuple[Any, float, bool, bool, dict[str, Any]]]:
+    """``env.step(action)`` for each pair, the new states of envs whose outermost wrapper is a
+    :class:`ProgressMeterWrapper` scored in one meter call per meter (as :func:`score_actions` does).
+
+    The results equal stepping one by one up to the meter's batching (padding may move its
+    outputs by float rounding). A stack with wrappers above the meter wrapper is stepped as it is,
+    since those wrappers may read the ``ttg_*`` fields of the step.
+    """
+    results: list[tuple[Any, float, bool, bool, dict[str, Any]]] = []
+    waiting: dict[int, list[tuple[ProgressMeterWrapper, int]]] = {}
+    for env, action in zip(envs, actions, strict=True):
+        wrapper = env if isinstance(env, ProgressMeterWrapper) else None
+        if wrapper is None:
+            results.append(env.step(action))
+            continue
+        wrapper._defer = True
+        try:
+            results.append(env.step(action))
+        finally:
+            wrapper._defer = False
+        if wrapper._pending is not None:
+            waiting.setdefault(id(wrapper.meter), []).append((wrapper, len(results) - 1))
+    for group in waiting.values():
+        estimates = group[0][0].meter.estimate([w._pending["history"] for w, _ in group])
+        for (wrapper, index), estimate in zip(group, estimates):
+            wrapper._resolve(estimate)
+    return results

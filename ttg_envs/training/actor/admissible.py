@@ -69,19 +69,85 @@ class AdmissibleGenerator(HFGenerator):
                 node = node.setdefault(token, {})
         return root
 
-    def _generate_kwargs(self, prompts: Sequence[Sequence[int]], width: int) -> dict[str, Any]:
-        """Mask decoding to the admissible commands read from each prompt."""
-        tries = [self._trie(p) for p in prompts]
-        every = list(range(len(self.tokenizer)))
+    def generate_with_logprobs(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Sample one admissible command per prompt; also log pi(token | prefix) of each token under
+        the model's raw logits (before the mask, temperature and top-p: what the trainer scores).
 
-        def allowed(row: int, sequence: Any) -> list[int]:
-            node = tries[row]
-            if node is None:
-                return every
-            for token in sequence[width:].tolist():
-                node = node.get(token)
-                if node is None:  # past the end-of-turn token (a finished row): anything
-                    return [self.pad_id]
-            return list(node) or [self.pad_id]
+        One decoding loop over the batch with a KV cache: the prompts run once (left-padded), then
+        one token per live row per step, each row's allowed tokens read from its command trie.
+        """
+        import torch
 
-        return {"eos_token_id": self.eos, "prefix_allowed_tokens_fn": allowed}
+        from .rollout import cache_kwarg
+
+        model, batch = self.model, len(prompts)
+        nodes = [self._trie(p) for p in prompts]
+        width = max(len(p) for p in prompts)
+        device = next(model.parameters()).device
+        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, prompt in enumerate(prompts):
+            ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
+            attention[row, width - len(prompt) :] = 1
+        ids, attention = ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logps: list[list[float]] = [[] for _ in range(batch)]
+        done = [False] * batch
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            last = positions[:, -1:]
+            for _ in range(max_new_tokens):
+                logits = out.logits[:, -1].float()
+                raw = torch.log_softmax(logits, dim=-1)
+                allowed = torch.zeros_like(logits, dtype=torch.bool)
+                pairs_rows: list[int] = []
+                pairs_cols: list[int] = []
+                for row, node in enumerate(nodes):
+                    if done[row]:
+                        options = [self.pad_id]
+                    elif node is None:  # no admissible list in the prompt: sample unmasked
+                        allowed[row] = True
+                        continue
+                    else:
+                        options = list(node) or [self.pad_id]
+                    pairs_rows += [row] * len(options)
+                    pairs_cols += options
+                allowed[pairs_rows, pairs_cols] = True
+                chosen = _sample(logits.masked_fill(~allowed, float("-inf")), temperature, top_p).tolist()
+                for row, token in enumerate(chosen):
+                    if done[row]:
+                        continue
+                    tokens[row].append(token)
+                    logps[row].append(float(raw[row, token]))
+                    if nodes[row] is not None:
+                        nodes[row] = nodes[row].get(token, {})
+                    done[row] = token in self.stop_ids
+                if all(done):
+                    break
+                step = torch.tensor(chosen, device=device).view(batch, 1)
+                attention = torch.cat([attention, attention.new_ones(batch, 1)], dim=1)
+                last = last + 1
+                out = model(input_ids=step, attention_mask=attention, position_ids=last, use_cache=True, **{cache_kwarg(model): cache})
+        model.train(was_training)
+        return tokens, logps
+
+
+def _sample(scores, temperature: float, top_p: float):
+    """One token per row from masked logits: greedy at temperature 0, else softmax(scores / T) within top-p."""
+    import torch
+
+    if temperature <= 0:
+        return scores.argmax(-1)
+    scores = scores / temperature
+    if top_p < 1.0:
+        ordered, order = scores.sort(dim=-1, descending=True)
+        cumulative = torch.softmax(ordered, dim=-1).cumsum(-1)
+        drop = cumulative - torch.softmax(ordered, dim=-1) >= top_p  # keep the smallest set reaching top_p
+        scores = scores.scatter(-1, order, ordered.masked_fill(drop, float("-inf")))
+    return torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(-1)

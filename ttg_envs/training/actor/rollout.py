@@ -17,8 +17,9 @@ import numpy as np
 
 from ...agents.window import PromptWindow
 from ...core import Generation
+from ...wrappers.progress_meter import step_all
 
-__all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "chat_prompt_ids", "nan_where_none", "run_episodes"]
+__all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "cache_kwarg", "chat_prompt_ids", "nan_where_none", "run_episodes"]
 
 
 @dataclass
@@ -33,6 +34,9 @@ class Episode:
         infos: the reset info, then one info per step; ``infos[t]`` describes the state h_t.
         reward: the sum of the env's rewards (R_i).
         success: the last step's ``info["success"]``.
+        logprobs: per turn t, the sampler's log pi(token | prefix) of each of ``actions[t]``
+            (the model's own distribution, before temperature, top-p or masking), or None when
+            the generator keeps none.
     """
 
     group: int
@@ -42,6 +46,7 @@ class Episode:
     infos: list[dict[str, Any]] = field(default_factory=list)
     reward: float = 0.0
     success: bool = False
+    logprobs: list[list[float]] | None = None
 
     @property
     def num_steps(self) -> int:
@@ -65,6 +70,8 @@ class HFGenerator:
     """:class:`TokenGenerator` over a transformers causal LM (left padding, one batched call).
 
     Sampling draws from torch's global RNG, so ``torch.manual_seed`` makes it reproducible.
+    :meth:`generate_with_logprobs` also keeps the model's log-probability of every generated
+    token, which the trainer uses as the rollout policy's instead of recomputing them.
     """
 
     def __init__(self, model: Any, tokenizer: Any):
@@ -76,6 +83,13 @@ class HFGenerator:
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
         """See :class:`TokenGenerator`."""
+        return self.generate_with_logprobs(prompts, max_new_tokens, temperature, top_p)[0]
+
+    def generate_with_logprobs(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """The generated ids of every prompt and log pi(token | prefix) of each under the model's
+        raw logits (before temperature, top-p or any masking: the distribution the trainer scores)."""
         import torch
 
         width = max(len(p) for p in prompts)
@@ -94,11 +108,17 @@ class HFGenerator:
                 attention_mask=attention.to(device),
                 max_new_tokens=max_new_tokens,
                 pad_token_id=self.pad_id,
+                return_dict_in_generate=True,
+                output_logits=True,
                 **sampling,
                 **self._generate_kwargs(prompts, width),
             )
+            new = out.sequences[:, width:]
+            raw = torch.stack(out.logits, dim=1)[:, : new.shape[1]].float()
+            logp = torch.log_softmax(raw, dim=-1).gather(-1, new[..., None]).squeeze(-1).cpu()
         self.model.train(was_training)
-        return [self._cut(row.tolist()) for row in out[:, width:].cpu()]
+        actions = [self._cut(row.tolist()) for row in new.cpu()]
+        return actions, [logp[i, : len(a)].tolist() for i, a in enumerate(actions)]
 
     def _generate_kwargs(self, prompts: Sequence[Sequence[int]], width: int) -> dict[str, Any]:
         """Extra ``model.generate`` arguments for one batch (subclasses constrain decoding here)."""
@@ -153,6 +173,14 @@ class VLLMGenerator:
         self.llm.reset_prefix_cache()
 
 
+def cache_kwarg(model: Any) -> str:
+    """The name under which ``model``'s forward takes a KV cache (transformers 5.24 renamed
+    ``past_key_values`` to ``cache``; the old name still works there, with a warning)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
     """Token ids of ``messages`` through the chat template, ending with the assistant prompt."""
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
@@ -174,6 +202,9 @@ def run_episodes(
     The envs' own ``max_steps`` bounds the number of turns (table 4's max turns). ``window``
     chooses the part of each transcript the policy is prompted with (default: all of it); the
     prompt ids a row trains on are exactly the windowed prompt the action was sampled from.
+    A generator with ``generate_with_logprobs`` (:class:`HFGenerator`) fills ``Episode.logprobs``.
+    Each turn the live envs step together (:func:`~ttg_envs.wrappers.progress_meter.step_all`),
+    so a progress meter scores all their new states in one call.
     """
     window = window or PromptWindow()
 
@@ -194,17 +225,27 @@ def run_episodes(
     for env, (group, task_index, seed) in zip(envs, tasks, strict=True):
         _, info = env.reset(seed=seed, options={"task_index": task_index})
         episodes.append(Episode(group=group, task_index=task_index, infos=[info]))
+    keeps = hasattr(generator, "generate_with_logprobs")
+    if keeps:
+        for episode in episodes:
+            episode.logprobs = []
     live = list(range(len(episodes)))
     while live:
         prompts = [prompt_ids(envs[i].unwrapped.messages) for i in live]
-        actions = generator.generate(prompts, max_tokens_per_turn, temperature, top_p)
+        if keeps:
+            actions, logprobs = generator.generate_with_logprobs(prompts, max_tokens_per_turn, temperature, top_p)
+        else:
+            actions, logprobs = generator.generate(prompts, max_tokens_per_turn, temperature, top_p), [None] * len(live)
+        steps = [Generation(tokenizer.decode(action, skip_special_tokens=True), action) for action in actions]
+        results = step_all([envs[i] for i in live], steps)
         still = []
-        for i, prompt, action in zip(live, prompts, actions, strict=True):
-            text = tokenizer.decode(action, skip_special_tokens=True)
-            _, reward, terminated, truncated, info = envs[i].step(Generation(text, action))
+        for i, prompt, action, logp, result in zip(live, prompts, actions, logprobs, results, strict=True):
+            _, reward, terminated, truncated, info = result
             episode = episodes[i]
             episode.prompts.append(prompt)
             episode.actions.append(action)
+            if keeps:
+                episode.logprobs.append(logp)
             episode.infos.append(info)
             episode.reward += float(reward)
             episode.success = bool(info.get("success", False))

@@ -33,7 +33,7 @@ from ...registry import env_settings, turn_limit
 from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
-from .rollout import Episode, HFGenerator, TokenGenerator, run_episodes
+from .rollout import Episode, HFGenerator, TokenGenerator, cache_kwarg, run_episodes
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -129,11 +129,16 @@ class TrainConfig:
 
 @dataclass
 class Row:
-    """One training row: a turn's prompt ids, its action ids and the action's advantage."""
+    """One training row: a turn's prompt ids, its action ids and the action's advantage.
+
+    ``old_logprobs``: the sampler's log pi(token | prefix) of each action token when it kept them
+    (used as pi_old when the sampler is the trained model itself), else None.
+    """
 
     prompt: list[int]
     action: list[int]
     advantage: float
+    old_logprobs: list[float] | None = None
 
 
 class Trainer:
@@ -153,6 +158,11 @@ class Trainer:
             weights after every update and on resume.
         reporter: the per-step hook (:class:`~ttg_envs.training.tracking.RunReporter`: step line,
             trackers, episode tables); default: the step line alone when :meth:`train` shows progress.
+
+    Attributes:
+        keep_sampler_logprobs: use the sampler's kept log-probs as pi_old when they are the
+            trained model's (True); False recomputes them.
+        share_prefix: run the prompt prefix a micro-batch shares once (False; equal results).
     """
 
     def __init__(
@@ -188,6 +198,12 @@ class Trainer:
         self.out_dir = Path(self.config.out_dir)
         self._envs: list[Any] = []
         self._pool: np.ndarray | None = None
+        # Prefix sharing is off by default: on 2 CPU
+        # cores it measured slower (bench_trainer.py: the suffix pass over a cache needs an explicit
+        # attention mask, so it loses the causal kernel the plain right-padded pass gets).
+        self.keep_sampler_logprobs = True
+        self.share_prefix = False
+        self._said_recompute = False
 
     # ------------------------------------------------------------------ the loop
     def train(self, steps: int | None = None, progress: bool = True) -> list[dict[str, Any]]:
@@ -238,7 +254,7 @@ class Trainer:
         if episodes:
             advantages = episode_advantages(episodes, cfg.estimator, rho=cfg.rho, cap=cfg.cap).double().numpy()
             rows = [
-                Row(prompt, action, float(advantages[b, t]))
+                Row(prompt, action, float(advantages[b, t]), episode.logprobs[t] if episode.logprobs else None)
                 for b, episode in enumerate(episodes)
                 for t, (prompt, action) in enumerate(zip(episode.prompts, episode.actions))
             ]
@@ -334,24 +350,31 @@ class Trainer:
     def update(self, rows: Sequence[Row], rng: np.random.Generator | None = None) -> dict[str, float]:
         """``ppo_epochs`` passes of clipped-loss updates over ``rows``; mean loss terms over mini-batches.
 
-        The rollout policy's log-probabilities (pi_old) and the reference's are computed first,
-        without gradients; each mini-batch's loss is the token mean over all its tokens.
+        The rollout policy's log-probabilities (pi_old) are the sampler's own when every row kept
+        them and the sampler is the trained model (:meth:`kept_logprobs_usable`); otherwise they
+        are recomputed, as the reference's are, without gradients (``old_logprobs_recomputed`` 1
+        in the result). Each mini-batch's loss is the token mean over all its tokens; its
+        micro-batches hold rows in prompt order (:meth:`_micro_batches`), which changes the sum of
+        their gradients only by float rounding.
         """
         torch = require("torch", "hf")
         cfg = self.config
         rng = rng or np.random.default_rng([cfg.seed, self.step_index, 1])
-        old = self.row_logprobs(rows, self.model)
+        kept = self.kept_logprobs_usable(rows)
+        if not kept and not self._said_recompute:
+            self._said_recompute = True
+            _log.info("recomputing the rollout policy's log-probs (the sampler kept none, or it is not the trained model)")
+        old = [list(r.old_logprobs) for r in rows] if kept else self.row_logprobs(rows, self.model)
         ref = self.row_logprobs(rows, self.ref_model) if self.ref_model is not None else None
         self.model.train()
         logged: dict[str, list[float]] = {}
         for _ in range(cfg.ppo_epochs):
             order = rng.permutation(len(rows))
             for lo in range(0, len(rows), cfg.mini_batch_rows):
-                mini = order[lo : lo + cfg.mini_batch_rows]
+                mini = _by_prompt(rows, order[lo : lo + cfg.mini_batch_rows])
                 tokens = sum(len(rows[i].action) for i in mini)
                 self.optimizer.zero_grad(set_to_none=True)
-                for mlo in range(0, len(mini), cfg.micro_batch_rows):
-                    micro = mini[mlo : mlo + cfg.micro_batch_rows]
+                for micro in self._micro_batches(rows, mini):
                     batch = [rows[i] for i in micro]
                     logp, entropy, mask = self._forward(self.model, batch, with_entropy=cfg.entropy_coef > 0)
                     terms = actor_loss(
@@ -375,21 +398,34 @@ class Trainer:
         batches = cfg.ppo_epochs * -(-len(rows) // cfg.mini_batch_rows)
         out = {k: sum(v) / batches for k, v in logged.items() if k != "grad_norm"}
         out["grad_norm"] = float(np.mean(logged.get("grad_norm", [0.0])))
+        out["old_logprobs_recomputed"] = float(not kept)
         return out
+
+    def kept_logprobs_usable(self, rows: Sequence[Row]) -> bool:
+        """True when every row kept its sampler log-probs and the sampler samples from ``self.model``.
+
+        A generator with its own copy of the weights (vLLM) samples with other kernels and
+        precision, so its log-probs are not the trained model's; those are recomputed.
+        """
+        return (
+            self.keep_sampler_logprobs
+            and getattr(self.generator, "model", None) is self.model
+            and all(r.old_logprobs is not None and len(r.old_logprobs) == len(r.action) for r in rows)
+        )
 
     def row_logprobs(self, rows: Sequence[Row], model: Any) -> list[list[float]]:
         """log pi(action token | prefix) of every row's action tokens under ``model``, no gradients."""
         torch = require("torch", "hf")
-        out: list[list[float]] = []
+        out: list[list[float] | None] = [None] * len(rows)
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            for lo in range(0, len(rows), self.config.micro_batch_rows):
-                batch = list(rows[lo : lo + self.config.micro_batch_rows])
-                logp, _, mask = self._forward(model, batch, with_entropy=False)
-                out.extend(logp[i, : int(mask[i].sum())].tolist() for i in range(len(batch)))
+            for chunk in self._micro_batches(rows, range(len(rows))):
+                logp, _, mask = self._forward(model, [rows[i] for i in chunk], with_entropy=False)
+                for j, i in enumerate(chunk):
+                    out[i] = logp[j, : int(mask[j].sum())].tolist()
         model.train(was_training)
-        return out
+        return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str | Path | None = None) -> Path:
@@ -425,6 +461,34 @@ class Trainer:
             metrics.write_text("".join(line + "\n" for line in kept))
 
     # ------------------------------------------------------------------ internals
+    def _micro_batches(self, rows: Sequence[Row], indices: Sequence[int]) -> list[list[int]]:
+        """``indices`` in micro-batches of at most ``micro_batch_rows`` rows with long shared prompt prefixes.
+
+        Rows are ordered by prompt ids. With ``share_prefix`` a run longer than a micro-batch is
+        cut where neighbouring prompts share the fewest tokens (between two tasks rather than inside
+        one), so each micro-batch's shared prefix (:meth:`_forward`) is as long as the batch
+        allows; without it the ordered rows are cut every ``micro_batch_rows``.
+        """
+        order = _by_prompt(rows, indices)
+        size = self.config.micro_batch_rows
+        if not self.share_prefix:
+            return [order[lo : lo + size] for lo in range(0, len(order), size)]
+        common = [_shared_prefix([rows[a].prompt, rows[b].prompt]) for a, b in zip(order, order[1:])]
+        out: list[list[int]] = []
+
+        def cut(lo: int, hi: int) -> None:  # order[lo:hi]; common[k] joins order[k] and order[k + 1]
+            if hi - lo <= size:
+                out.append(order[lo:hi])
+                return
+            # The weakest join, nearest the middle on ties.
+            joins = range(lo, hi - 1)
+            k = min(joins, key=lambda j: (common[j], abs(2 * j + 2 - lo - hi)))
+            cut(lo, k + 1)
+            cut(k + 1, hi)
+
+        cut(0, len(order))
+        return out
+
     def _sync_generator(self) -> None:
         if hasattr(self.generator, "load_weights"):
             self.generator.load_weights(self.model)
@@ -455,17 +519,33 @@ class Trainer:
         return self._envs[:n]
 
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):
-        """Action-token log-probs ``[R, A]``, entropies (or None) and mask of rows, right-padded."""
+        """Action-token log-probs ``[R, A]``, entropies (or None) and mask of rows, right-padded.
+
+        With ``share_prefix`` (off by default, see ``__init__``), the prompt prefix all rows share
+        (a task's system prompt and statement) runs once and its keys and values are repeated for
+        every row (gradients flow back through the repeat), unless the model checkpoints
+        activations (no cache then).
+        No attention mask is needed: every row is right-padded, and causal attention keeps a
+        row's padding out of its real positions.
+        """
         torch = require("torch", "hf")
         device = next(model.parameters()).device
-        seqs = [r.prompt + r.action for r in rows]
+        shared = _shared_prefix([r.prompt for r in rows]) if self.share_prefix and len(rows) > 1 else 0
+        if shared < _MIN_SHARED_PREFIX or (model.training and _checkpoints(model)):
+            shared = 0
+        past: dict[str, Any] = {}
+        if shared:
+            prefix = torch.tensor([rows[0].prompt[:shared]], device=device)
+            out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            cache.batch_repeat_interleave(len(rows))
+            past = {cache_kwarg(model): cache, "use_cache": True}
+        seqs = [(r.prompt + r.action)[shared:] for r in rows]
         width = max(len(s) for s in seqs)
         pad = self.tokenizer.pad_token_id or 0
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
         for i, s in enumerate(seqs):
             ids[i, : len(s)] = torch.tensor(s)
-            attention[i, : len(s)] = 1
         a_width = max(len(r.action) for r in rows)
         # Logits at position p predict token p + 1: the action's tokens sit at len(prompt)...
         index = torch.zeros(len(rows), a_width, dtype=torch.long)
@@ -473,18 +553,47 @@ class Trainer:
         targets = torch.full((len(rows), a_width), pad, dtype=torch.long)
         for i, r in enumerate(rows):
             n = len(r.action)
-            index[i, :n] = torch.arange(len(r.prompt) - 1, len(r.prompt) - 1 + n)
+            start = len(r.prompt) - 1 - shared
+            index[i, :n] = torch.arange(start, start + n)
             mask[i, :n] = 1
             targets[i, :n] = torch.tensor(r.action)
         # Only the positions that predict action tokens go through the LM head: with long
         # multi-turn prompts and a 151k vocabulary, full-sequence logits would not fit.
         keep = torch.unique(index[mask.bool()])
-        logits = model(input_ids=ids.to(device), attention_mask=attention.to(device), logits_to_keep=keep.to(device)).logits
+        logits = model(input_ids=ids.to(device), logits_to_keep=keep.to(device), **past).logits
         slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
         picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
         logp = token_logprobs(picked, targets.to(device))
         entropy = token_entropy(picked) if with_entropy else None
         return logp, entropy, mask.to(device)
+
+
+def _checkpoints(model: Any) -> bool:
+    """Whether ``model`` checkpoints activations (it then runs without a KV cache)."""
+    flag = getattr(type(model), "is_activation_checkpointing", None)
+    return bool(model.is_activation_checkpointing if flag is not None else getattr(model, "is_gradient_checkpointing", False))
+
+
+#: Shorter shared prompt prefixes are not worth a separate forward pass.
+_MIN_SHARED_PREFIX = 16
+
+
+def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common prefix of ``prompts``, leaving at least one token of each.
+
+    The last prompt token must stay out: its logits predict the action's first token.
+    """
+    first = np.asarray(prompts[0])
+    limit = min(len(p) for p in prompts) - 1
+    same = np.ones(max(limit, 0), dtype=bool)
+    for p in prompts[1:]:
+        same &= np.asarray(p[:limit]) == first[:limit]
+    return int(np.argmin(same)) if not same.all() else int(limit if limit > 0 else 0)
+
+
+def _by_prompt(rows: Sequence[Row], indices: Sequence[int]) -> list[int]:
+    """``indices`` ordered by their rows' prompt ids, so rows sharing a prefix are neighbours."""
+    return sorted((int(i) for i in indices), key=lambda i: rows[i].prompt)
 
 
 def _pad(values: Sequence[Sequence[float]], like: Any) -> Any:
