@@ -419,7 +419,7 @@ def test_kept_sampler_logprobs_equal_recomputed_and_give_the_same_update(tmp_pat
     trainer = Trainer(_config(tmp_path / "a"), _model(tokenizer), tokenizer, meter=_meter())
     episodes = trainer.rollout(np.random.default_rng(3))
     assert all(e.logprobs is not None and [len(x) for x in e.logprobs] == [len(a) for a in e.actions] for e in episodes)
-    adv = episode_advantages(episodes, "delta_ttg", failure_cost=500.0).double().numpy()
+    adv = episode_advantages(episodes, "delta_ttg").double().numpy()
     rows = [
         Row(p, a, float(adv[b, t]), e.logprobs[t]) for b, e in enumerate(episodes) for t, (p, a) in enumerate(zip(e.prompts, e.actions))
     ]
@@ -451,7 +451,7 @@ def test_batched_meter_scoring_gives_the_stepwise_advantages(tmp_path, tokenizer
         trainer = Trainer(_config(tmp_path), _model(tokenizer), tokenizer, meter=_meter())
         torch.manual_seed(0)
         episodes = trainer.rollout(np.random.default_rng(4))
-        return episodes, episode_advantages(episodes, "delta_ttg", failure_cost=500.0).double().numpy()
+        return episodes, episode_advantages(episodes, "delta_ttg").double().numpy()
 
     batched, adv = rollout_with(rollout.step_all)
     stepwise, expected = rollout_with(lambda envs, actions: [env.step(a) for env, a in zip(envs, actions)])
