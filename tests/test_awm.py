@@ -434,6 +434,27 @@ def test_a_closed_envs_sandbox_serves_the_next_env():
         assert second.step(call_text("list_deals", {}))[4]["action_valid"]
 
 
+def test_the_pool_keeps_a_sandbox_only_for_its_own_scenario(monkeypatch):
+    from ttg_envs.envs.awm.env import _Sandbox
+
+    monkeypatch.setattr(_Sandbox, "_pool", {})
+    released = []
+    for domain in ["a", "a", "a", *"bcdefghij"]:  # sandboxes never started: nothing runs
+        sandbox = _Sandbox("python", domain)
+        sandbox.users = 1
+        sandbox.release()
+        released.append(sandbox)
+    (pool,) = _Sandbox._pool.values()
+    assert [s.domain for s in pool] == list("cdefghij")  # 2 of "a" at most, 8 in all, the oldest closed first
+    assert not released[0].folder.path.exists() and pool[0].folder.path.exists()
+    assert [s.folder.path.exists() for s in released[:4]] == [False] * 4  # a, a, a, b: over the bounds
+    taken = [_Sandbox.take("python", "j"), _Sandbox.take("python", "j"), _Sandbox.take("python", "a")]
+    assert taken[0] is released[-1] and taken[1] is not released[-1]  # the one idle "j", then a new one
+    assert taken[2].domain == "a" and taken[2] not in released and len(pool) == 7  # never another scenario's
+    for sandbox in [*pool, *taken]:
+        sandbox.close()
+
+
 def test_task_order_seeds_and_policies_are_deterministic():
     a, b = AWMEnv(scenarios=["library_1", "calendar_1"]), AWMEnv(scenarios=["calendar_1", "library_1"])
     assert [t.id for t in a.tasks] == [f"calendar_1/{i}" for i in range(6)] + [f"library_1/{i}" for i in range(5)]

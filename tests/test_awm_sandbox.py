@@ -574,6 +574,90 @@ def test_branches_of_an_app_with_memory_replay(dataset):
         assert _call(env, "bump_memory") == {"n": 4}  # closing the branch leaves the original's app running
 
 
+_LOOKING_APP = r"""
+import gc, os, sys, threading, time
+from fastapi import FastAPI
+app = FastAPI()
+
+def unguard():
+    sandbox = sys.modules["ttg_envs.envs.awm.sandbox"]
+    sandbox._Guard.__call__ = lambda *a: None
+    for obj in gc.get_objects():
+        if isinstance(obj, sandbox._Guard):
+            obj.folder, obj.read_roots, obj.databases = "/", ("/",), set()
+
+@app.get("/look", operation_id="look")
+def look():
+    unguard()
+    root = os.path.dirname(os.getcwd())  # the sandbox's folder, above this episode's own
+    files = sorted(n for _, dirs, names in os.walk(root) for n in dirs + names if "planter" in n)
+    names = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            names.append(open(f"/proc/{pid}/comm").read().strip())
+        except OSError:
+            pass
+    return {"files": files, "planter_processes": names.count("planter-app")}
+"""
+# Import-time code that leaves things behind: files above its folder, a thread that goes on writing
+# there while the (warm) app lives, and its processes renamed so that any sandbox sees them.
+PLANTER_APP = (
+    _LOOKING_APP
+    + r"""
+unguard()
+ROOT = os.path.dirname(os.getcwd())
+open(os.path.join(ROOT, "left-by-planter"), "w").write("x")
+import ctypes
+ctypes.CDLL(None).prctl(15, b"planter-app", 0, 0, 0)  # PR_SET_NAME
+
+def keep_writing():
+    while True:
+        try:
+            open(os.path.join(ROOT, "written-by-planter"), "w").write(repr(time.time()))
+        except OSError:
+            pass
+        time.sleep(0.05)
+
+threading.Thread(target=keep_writing, daemon=True).start()
+time.sleep(0.1)
+"""
+)
+
+
+def test_one_scenarios_code_never_meets_anothers(tmp_path):
+    # Blocked by one sandbox per scenario's code: a reset to another scenario moves the episode to a
+    # sandbox of its own, and the pool gives a new env only a sandbox of its scenario.
+    from ttg_envs.envs.awm.env import trust_domain
+
+    data = _write_dataset(tmp_path, [("planter_1", PLANTER_APP, [VERIFY]), ("spy_1", _LOOKING_APP, [VERIFY])])
+    clean = {"files": [], "planter_processes": 0}
+
+    def look(env, task_id):
+        env.reset(options={"task_id": task_id})
+        return _call(env, "look")
+
+    with AWMEnv(path=data, tool_timeout=20) as both:
+        planted = look(both, "planter_1/0")
+        assert {"left-by-planter", "written-by-planter"} <= set(planted["files"]) and planted["planter_processes"] >= 1
+        planter = both._workspace.sandbox
+        child = branch(both)  # the planter's episode goes on in a branch, in its sandbox
+        assert look(both, "spy_1/0") == clean  # the same env, another scenario: not the planter's sandbox
+        spy = both._workspace.sandbox
+        assert spy is not planter and spy.domain == trust_domain(both.scenario) != planter.domain
+        assert child.unwrapped._workspace.sandbox is planter and _call(child, "look")["planter_processes"] >= 1
+        child.close()  # the planter's sandbox goes to the pool, its warm app (and thread) alive
+        with AWMEnv(path=data, scenarios=["planter_1"]) as again:
+            assert again._workspace.sandbox is planter  # the same scenario's next env takes it
+            look(again, "planter_1/0")
+            assert look(both, "spy_1/0") == clean  # while the planter's env is open
+        assert both._workspace.sandbox is spy  # resets to the same scenario stay in its sandbox
+    with AWMEnv(path=data, scenarios=["spy_1"]) as later:  # the planter's env closed, its sandbox pooled
+        assert later._workspace.sandbox is spy and look(later, "spy_1/0") == clean
+    with AWMEnv(path=data, scenarios=["spy_1"]) as other, AWMEnv(path=data, scenarios=["spy_1"]) as another:
+        assert planter not in (other._workspace.sandbox, another._workspace.sandbox)
+        assert look(another, "spy_1/0") == clean
+
+
 def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):
     isolation._probe.cache_clear()
     monkeypatch.setenv("PATH", "/nonexistent")

@@ -8,9 +8,11 @@ the initial and final databases (and the answer) in another sandboxed child and 
 Branches (where the app keeps its state in the database: the bundled apps) copy the database with
 SQLite's backup API into a subfolder of the same sandbox and fork the running app there; otherwise
 they replay the episode, so an app's in-memory state is rebuilt too. Resets fork a warm app of the
-scenario (:class:`_Sandbox`), so neither starts a sandbox or loads app code. The parent reads the
-episode folder only through a directory descriptor (:mod:`.folder`): a database the app replaced by
-a link, a directory or nothing is an error, never a file read or written outside.
+scenario (:class:`_Sandbox`), so neither starts a sandbox or loads app code. A sandbox only ever holds
+one scenario's code (its trust domain): a reset to another scenario moves the episode to a sandbox of
+that scenario's own. The parent reads the episode folder only through a directory descriptor
+(:mod:`.folder`): a database the app replaced by a link, a directory or nothing is an error, never a
+file read or written outside.
 """
 
 from __future__ import annotations
@@ -78,60 +80,85 @@ class _Prepared:
     routes: dict[str, Route] | None = None
 
 
-class _Sandbox:
-    """One OS sandbox: its fork server, its folder, and warm app processes, shared by an episode
-    and its branches (each in a subfolder of its own).
+def trust_domain(scenario: Scenario) -> str:
+    """The digest of all of ``scenario``'s code (app and verifiers, with its name): what may share a sandbox."""
+    verifiers = sorted(scenario.verifiers.items())
+    return hashlib.sha256(json.dumps([scenario.name, scenario.env_code, verifiers]).encode()).hexdigest()
 
-    ``warm`` holds up to :data:`WARM_APPS` apps that loaded a scenario's code over its initial
+
+class _Sandbox:
+    """One OS sandbox of one scenario's code (``domain``, :func:`trust_domain`): its fork server, its
+    folder, and warm app processes, shared by an episode and its branches (each in a subfolder of
+    its own) and later episodes of that scenario, never by another scenario's code.
+
+    ``warm`` holds up to :data:`WARM_APPS` apps that loaded the scenario's code over its initial
     database and never served a request: a reset forks one of them instead of loading the code again.
     When the last user closes, the sandbox (fork server and warm apps; every other process stopped,
-    the episode folders gone) waits in a pool of at most :data:`POOL` per mode for the next env of
-    this process; what is left there is closed at exit (:func:`close_idle_sandboxes`).
+    the episode folders gone) waits in a pool for the next env of this process that runs the same
+    scenario: at most :data:`POOL` per scenario and :data:`POOL_TOTAL` per mode (the least recently
+    released closed first); what is left there is closed at exit (:func:`close_idle_sandboxes`).
     """
 
     WARM_APPS = 4
     POOL = 2
+    POOL_TOTAL = 8
     # Keyed by the owning process too: a forked process must not take (or delete) its parent's.
+    # Each list holds the idle sandboxes of every scenario, the least recently released first.
     _pool: ClassVar[dict[tuple[int, str], list[_Sandbox]]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
+    def __init__(self, mode: str, domain: str) -> None:
+        self.mode, self.domain = mode, domain
         self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
         self.zygote = Zygote(self.folder.path, mode)
         self.users = 0
         self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
 
     @classmethod
-    def take(cls, mode: str) -> _Sandbox:
-        """An idle sandbox of ``mode`` from the pool, else a new one (started on first use)."""
-        with cls._lock:
-            pool = cls._pool.get((os.getpid(), mode), [])
-            while pool:
-                sandbox = pool.pop()
-                if sandbox.zygote.running:
-                    return sandbox
+    def take(cls, mode: str, domain: str) -> _Sandbox:
+        """An idle sandbox of ``mode`` for the scenario ``domain`` from the pool, else a new one (started on first use)."""
+        dead = []
+        try:
+            with cls._lock:
+                pool = cls._pool.get((os.getpid(), mode), [])
+                for i in reversed(range(len(pool))):
+                    if pool[i].domain != domain:
+                        continue
+                    sandbox = pool.pop(i)
+                    if sandbox.zygote.running:
+                        return sandbox
+                    dead.append(sandbox)
+        finally:
+            for sandbox in dead:
                 sandbox.close()
-        return cls(mode)
+        return cls(mode, domain)
 
     def release(self) -> None:
-        """One user fewer; the last one puts the sandbox in the pool (or closes it when that is full)."""
+        """One user fewer; the last one puts the sandbox in the pool (closing what that leaves over its bounds)."""
         self.users -= 1
         if self.users > 0:
             return
+        evicted = [self]
         with self._lock:
             pool = self._pool.setdefault((os.getpid(), self.mode), [])
-            if len(pool) < self.POOL and self.zygote.running and self.zygote.sweep():
+            if self.zygote.running and self.zygote.sweep():
                 pool.append(self)
-                return
-        self.close()
+                evicted = []
+                same = [s for s in pool if s.domain == self.domain]
+                evicted += same[: max(0, len(same) - self.POOL)]
+                pool[:] = [s for s in pool if s not in evicted]
+                evicted += pool[: max(0, len(pool) - self.POOL_TOTAL)]
+                pool[:] = [s for s in pool if s not in evicted]
+        for sandbox in evicted:
+            sandbox.close()
 
     def warm_app(
         self, scenario: Scenario, prepared: _Prepared, *, start_timeout: float, limits: dict[str, int]
     ) -> tuple[EpisodeFolder, AppProcess]:
         """The warm app of ``scenario`` under ``limits`` (started now when there is none or it died)."""
-        code = hashlib.sha256(scenario.env_code.encode()).hexdigest()
-        key = (scenario.name, code, prepared.initial_digest, tuple(sorted(limits.items())))
+        if trust_domain(scenario) != self.domain:
+            raise ValueError(f"scenario {scenario.name!r}'s code may not run in another scenario's sandbox")
+        key = (prepared.initial_digest, tuple(sorted(limits.items())))
         entry = self.warm.get(key)
         if entry is not None and entry[1].alive:
             self.warm.move_to_end(key)
@@ -327,7 +354,11 @@ class AWMEnv(ToolEnv):
         self.limits = dict(limits or {})
         self.state_in_database = path is None if state_in_database is None else bool(state_in_database)
         self._prepared: dict[str, _Prepared] = {}
-        self._workspace = _Workspace(_Sandbox.take(sandbox))
+        self._domains: dict[str, str] = {}
+        # A sandbox for the first task's scenario (the one of a single-scenario env); a reset to
+        # another scenario moves to a sandbox of that one's.
+        first = self._domain(self.scenarios[self.tasks[0].scenario]) if self.tasks else ""
+        self._workspace = _Workspace(_Sandbox.take(sandbox, first))
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
 
@@ -360,28 +391,53 @@ class AWMEnv(ToolEnv):
             prepared = self._prepared[scenario.name] = _Prepared(initial, hashlib.sha256(initial).hexdigest())
         return prepared
 
+    def _domain(self, scenario: Scenario) -> str:
+        domain = self._domains.get(scenario.name)
+        if domain is None:
+            domain = self._domains[scenario.name] = trust_domain(scenario)
+        return domain
+
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self.tasks[index]
         scenario = self.scenarios[task.scenario]
         prepared = self._prepare(scenario)
         ws = self._workspace
-        try:
-            before = ws.read() if self.task is not None else None
-        except SandboxError:
-            before = None
-        try:
-            warm_folder, warm = ws.sandbox.warm_app(scenario, prepared, start_timeout=self.start_timeout, limits=self.limits)
-            if prepared.tools is None:
-                prepared.tools, prepared.routes = tools_from_openapi(warm.openapi)
-            # The warm app's database: the initial one, as its code left it at load.
-            ws.load(copy_out(warm_folder, _Workspace.DATABASE))
-        except BaseException:
-            # A failed reset leaves the previous episode's database (its app restarts on the next call).
-            ws.load(before) if before is not None else ws.stop_app()
-            raise
+        if ws.sandbox.domain == self._domain(scenario):
+            try:
+                before = ws.read() if self.task is not None else None
+            except SandboxError:
+                before = None
+            try:
+                warm = self._load_warm(ws, scenario, prepared)
+            except BaseException:
+                # A failed reset leaves the previous episode's database (its app restarts on the next call).
+                ws.load(before) if before is not None else ws.stop_app()
+                raise
+        else:
+            # Another scenario's code never runs in this sandbox: the episode moves to a sandbox of
+            # its scenario's own (a failed reset leaves the previous episode where it was).
+            ws = _Workspace(_Sandbox.take(self.sandbox, self._domain(scenario)))
+            try:
+                warm = self._load_warm(ws, scenario, prepared)
+            except BaseException:
+                ws.close()
+                raise
+            old, self._workspace = self._workspace, ws
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, ws.close)
+            old.close()
         ws.fork_from(warm, self.start_timeout)
         self._answer = None
         return task.text, {"tools": [tool.openai() for tool in prepared.tools]}
+
+    def _load_warm(self, ws: _Workspace, scenario: Scenario, prepared: _Prepared) -> AppProcess:
+        """Load the warm app's database into ``ws`` (its app stopped); the warm app, to fork."""
+        warm_folder, warm = ws.sandbox.warm_app(scenario, prepared, start_timeout=self.start_timeout, limits=self.limits)
+        if prepared.tools is None:
+            prepared.tools, prepared.routes = tools_from_openapi(warm.openapi)
+        # The warm app's database: the initial one, as its code left it at load.
+        ws.load(copy_out(warm_folder, _Workspace.DATABASE))
+        return warm
 
     def _app(self, scenario: Scenario) -> AppProcess:
         ws = self._workspace
