@@ -9,48 +9,20 @@ from __future__ import annotations
 
 import json
 
-import gymnasium as gym
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
+from parity import register_parity  # noqa: E402
+
 from ttg_envs.training.lora import AdapterOff, LoraSettings, add_lora, export_merged, is_lora
 from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 
 ENV_ID = "ttg-test/LoraParity-v0"
 
 
-class ParityEnv(TextEnv):
-    """Succeeds when the response length is a multiple of 3 (mixed outcomes from any policy); short prompts."""
-
-    default_max_steps = 2
-    system_prompt = "Answer briefly."
-
-    @property
-    def num_tasks(self) -> int:
-        return 2
-
-    def _task_info(self, index):
-        return {"id": f"parity-{index}", "type": "parity", "split": "train"}
-
-    def _start(self, index):
-        return f"Task {index}: name a colour.", {}
-
-    def parse_action(self, text):
-        return ParsedAction(command=text)
-
-    def _apply(self, command):
-        won = len(command) % 3 == 0
-        return StepOutcome(observation="again", reward=float(won), terminated=won, success=won)
-
-    def _state_key(self):
-        return f"{self.task_index}:{self.elapsed_steps}"
-
-
-if ENV_ID not in gym.registry:
-    gym.register(ENV_ID, entry_point=ParityEnv)
+register_parity(ENV_ID, default_max_steps=2, tasks=2, opening="Task {index}: name a colour.", system_prompt="Answer briefly.")
 
 
 @pytest.fixture(scope="module")

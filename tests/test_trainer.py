@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from parity import register_parity  # noqa: E402
+
 from ttg_envs import credit
-from ttg_envs.core import ParsedAction, StepOutcome, TextEnv
 from ttg_envs.meters import ScriptedMeter
 from ttg_envs.training.actor.advantages import episode_advantages
 from ttg_envs.training.actor.loss import clipped_surrogate
@@ -23,34 +23,7 @@ from ttg_envs.training.tiny_models import tiny_causal_lm, train_bpe_tokenizer
 ENV_ID = "ttg-test/Parity-v0"
 
 
-class ParityEnv(TextEnv):
-    """Succeeds when the response length is a multiple of 3: mixed outcomes and lengths from a random policy."""
-
-    default_max_steps = 3
-
-    @property
-    def num_tasks(self) -> int:
-        return 4
-
-    def _task_info(self, index):
-        return {"id": f"parity-{index}", "type": "parity", "split": "train"}
-
-    def _start(self, index):
-        return f"Task {index}: say anything.", {}
-
-    def parse_action(self, text):
-        return ParsedAction(command=text)
-
-    def _apply(self, command):
-        won = len(command) % 3 == 0
-        return StepOutcome(observation="again", reward=float(won), terminated=won, success=won)
-
-    def _state_key(self):
-        return f"{self.task_index}:{self.elapsed_steps}"
-
-
-if ENV_ID not in gym.registry:
-    gym.register(ENV_ID, entry_point=ParityEnv)
+register_parity(ENV_ID)
 
 
 def _meter():
