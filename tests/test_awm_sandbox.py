@@ -157,6 +157,22 @@ def limits():
                      "raise": attempt(lambda: resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)))}
     return out
 
+@app.get("/fill_tmp", operation_id="fill_tmp")
+def fill_tmp():
+    unguard()
+    written, error, chunk = 0, None, b"x" * (1 << 20)
+    try:
+        for i in range(400):
+            with open(f"/tmp/fill-{os.getpid()}-{i}", "wb") as f:
+                f.write(chunk * 2)
+            written += 2 << 20
+    except OSError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    for name in os.listdir("/tmp"):
+        if name.startswith(f"fill-{os.getpid()}-"):
+            os.remove(os.path.join("/tmp", name))
+    return {"written": written, "error": error}
+
 @app.get("/burn", operation_id="burn")
 def burn():
     while True:
@@ -478,6 +494,17 @@ def test_resource_limits_are_hard(side):
     for name, row in out.items():
         assert row["soft"] == row["hard"] != -1, (name, row)
         assert row["raise"][0] == "blocked", (name, row)
+
+
+def test_the_private_tmp_is_bounded(side):
+    # Blocked by the tmpfs size bwrap gives /tmp: files below the per-file limit cannot add up past it.
+    from ttg_envs.envs.awm.isolation import TMP_BYTES
+
+    env = side.open()
+    out = _call(env, "fill_tmp")
+    assert isinstance(out, dict), out
+    assert out["written"] <= TMP_BYTES and "No space left on device" in out["error"], out
+    side.intact()
 
 
 @pytest.mark.parametrize("kind", ["episode", "branch"])

@@ -6,7 +6,7 @@ verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_
 - new network, PID, IPC, UTS and cgroup namespaces: no network interface but a down loopback, no
   abstract AF_UNIX names of the host, and no process outside the sandbox can be named or signalled;
 - a new mount namespace whose root holds only read-only binds of the system (``/usr``), the
-  Python installation, the site-packages and the ``ttg_envs`` package, a private ``/tmp``, a
+  Python installation, the site-packages and the ``ttg_envs`` package, a private ``/tmp`` of :data:`TMP_BYTES`, a
   minimal ``/dev`` and the sandbox's own ``/proc``; the episode folder is the only writable host path;
 - an unprivileged uid (65534) with no capabilities and ``no_new_privs``: as root, bubblewrap runs
   privileged and ``setpriv`` drops to that uid before Python starts; as another user, a user
@@ -31,6 +31,9 @@ from pathlib import Path
 
 #: The uid and gid model-written code runs as (``nobody`` on Debian).
 SANDBOX_UID = SANDBOX_GID = 65534
+#: Size of the sandbox's private ``/tmp`` (a tmpfs, so host memory): without a limit an app fills
+#: RAM there below its per-file size limit, one file at a time.
+TMP_BYTES = 64 << 20
 #: The only environment variables the sandbox sees.
 ENV_ALLOWLIST = {
     "PATH": "/usr/bin:/bin",
@@ -99,7 +102,7 @@ def bwrap_command(folder: str | os.PathLike, argv: list[str]) -> list[str]:
     roots = _python_roots()
     # The private /tmp comes first: a Python install or checkout under /tmp (a CI clone, say) is
     # bound on top of it, where it would otherwise be hidden.
-    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     # Mount points bwrap would create are root-only; the sandbox uid must be able to walk through them.
     parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - {"/tmp"})
     for parent in parents:
