@@ -106,6 +106,25 @@ def test_pair_loss_by_hand():
     assert empty.item() == 0.0
 
 
+def test_rank_loss_by_hand():
+    torch = pytest.importorskip("torch")
+    from ttg_envs.training.meter.regression import RANK_TEMPERATURE, _rank_loss
+
+    sibling = torch.tensor([2.0, 1.0, 0.5, 0.3])
+    child = torch.tensor([1.9, 1.2, 0.0, 0.1])
+    # Targets: sibling above by 0.5 (predicted above by 0.1), sibling below by 1 (predicted below by
+    # 0.2), equal (no order: skipped), NaN (skipped).
+    loss = _rank_loss(sibling, child, torch.tensor([3.0, 1.0, 2.0, math.nan]), torch.tensor([2.5, 2.0, 2.0, 0.0]), torch)
+    softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    assert loss.item() == pytest.approx((softplus(-0.1 / RANK_TEMPERATURE) + softplus(-0.2 / RANK_TEMPERATURE)) / 2, rel=1e-5)
+    # A wrong order costs more than a right one by the same gap.
+    wrong = _rank_loss(torch.tensor([1.0]), torch.tensor([1.1]), torch.tensor([3.0]), torch.tensor([2.5]), torch)
+    right = _rank_loss(torch.tensor([1.1]), torch.tensor([1.0]), torch.tensor([3.0]), torch.tensor([2.5]), torch)
+    assert wrong.item() > 10 * right.item()
+    empty = _rank_loss(sibling, child, torch.tensor([2.0] * 4), torch.tensor([2.0] * 4), torch)
+    assert empty.item() == 0.0
+
+
 def test_training_with_siblings_moves_a_no_op_above_the_step_taken(recorded, one_torch_thread):
     """The pair loss teaches the comparison: after training, each sibling's predicted TTG sits above
     the trajectory's own next state's wherever the expert's step shortened the plan."""

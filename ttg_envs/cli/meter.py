@@ -125,6 +125,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: weight of the loss on a no-op sibling's estimate against the step taken (default: %(default)s)",
     )
     p.add_argument(
+        "--sibling-rank-weight",
+        type=float,
+        help="encoder: weight of a logistic loss on the order of a no-op sibling's estimate and the step taken's (default: %(default)s)",
+    )
+    p.add_argument(
         "--turn-limit",
         type=int,
         help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",
