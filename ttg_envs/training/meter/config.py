@@ -56,6 +56,7 @@ class MeterTrainConfig(MeterRunConfig):
     turn_limit: int = 0
     delta_weight: float = 0.0
     mark_task_words: bool = False
+    carry_gate: bool = False
     noop_siblings: int = 0
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight

@@ -55,6 +55,10 @@ class RegressionConfig:
     logistic ranking loss on the same pairs, ``softplus(-sign(d) * (p_s - p_c) / RANK_TEMPERATURE)``
     for a target difference d != 0: the difference loss is satisfied by a small error on a small
     gap whatever its sign, while a guide only reads the sign.
+
+    A meter with a carry gate (``EncoderConfig.carry_gate``) also learns the gate by
+    cross-entropy, weighted by ``gate_weight``: 1 where a prefix's TTG target equals the previous
+    prefix's (the action left the remaining work as it was; a sibling always), 0 where it differs.
     """
 
     epochs: int = 6
@@ -70,6 +74,7 @@ class RegressionConfig:
     delta_weight: float = 0.0
     sibling_weight: float = 1.0
     sibling_rank_weight: float = 0.0
+    gate_weight: float = 1.0
 
 
 def trajectory_targets(trajectory: Trajectory, targets: str = "recorded") -> tuple[list[float], list[float]]:
@@ -191,12 +196,14 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         inputs = meter.tokenize(texts)
         vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
     index = {t: i for i, t in enumerate(texts)}
-    pairs = None
+    pairs = gates = None
     if meter.config.window is None:
-        last, b, y, w, (out, states) = _full_history_outputs(meter, batch, index, vectors, torch, device)
+        last, b, y, w, (out, states, gates) = _full_history_outputs(meter, batch, index, vectors, torch, device)
         if any(ex.siblings for ex in batch):
-            sib_last, sib_b, sib_y, sib_w, pairs = _sibling_outputs(meter, batch, index, vectors, states, out, torch, device)
+            sib_last, sib_b, sib_y, sib_w, pairs, sib_gates = _sibling_outputs(meter, batch, index, vectors, states, out, torch, device)
             last, b, y, w = torch.cat([last, sib_last]), b + sib_b, y + sib_y, w + sib_w
+            if gates is not None:
+                gates = tuple(torch.cat([a, c]) for a, c in zip(gates, sib_gates))
     else:
         if config.delta_weight:
             raise ValueError("delta_weight needs a meter that reads the whole history (window None)")
@@ -217,7 +224,23 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         reg = reg + config.sibling_weight * _pair_loss(*pairs, torch)
     if pairs is not None and config.sibling_rank_weight:
         reg = reg + config.sibling_rank_weight * _rank_loss(*pairs, torch)
+    if gates is not None and config.gate_weight:
+        reg = reg + config.gate_weight * _gate_loss(*gates, torch)
     return bce + reg
+
+
+def _gate_labels(y: Any, previous_y: Any, torch: Any) -> tuple[Any, Any]:
+    """Carry-gate labels (1: the TTG target did not change) and where they are defined (both finite)."""
+    known = ~torch.isnan(y) & ~torch.isnan(previous_y)
+    return (y == previous_y).float(), known
+
+
+def _gate_loss(logits: Any, labels: Any, known: Any, weights: Any, torch: Any) -> Any:
+    """Cross-entropy of the carry gate where its label is defined, each trajectory weighing the same."""
+    if not known.any():
+        return logits.sum() * 0.0
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[known], labels[known], reduction="none")
+    return (loss * weights[known]).sum() / weights[known].sum()
 
 
 def _pair_loss(sibling: Any, child: Any, sibling_y: Any, child_y: Any, torch: Any) -> Any:
@@ -243,8 +266,8 @@ def _rank_loss(sibling: Any, child: Any, sibling_y: Any, child_y: Any, torch: An
 
 def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, states: Any, out: Any, torch: Any, device: Any) -> tuple:
     """Head outputs after each sibling (one GRU step from the trajectory's state before it), its
-    targets and weights, and the pairs (sibling v, the trajectory's own next-state v, and their
-    targets) for the pair loss."""
+    targets and weights, the pairs (sibling v, the trajectory's own next-state v, and their
+    targets) for the pair loss, and the carry gate's (logits, labels, known, weights) or None."""
     rows, cols, last_segment, b, y, w, child_y = [], [], [], [], [], [], []
     for i, ex in enumerate(batch):
         for t, segs, bs, ys in ex.siblings:
@@ -260,10 +283,17 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     turns_left = None
     if meter.budget_aware:
         turns_left = torch.tensor([meter.turn_limit - (t + 1) for t in cols], device=device)
-    last = meter.model.extend(states[rows_t, cols_t], vectors[torch.tensor(last_segment, device=device)], turns_left)
+    last, gate = meter.model.extend(
+        states[rows_t, cols_t], vectors[torch.tensor(last_segment, device=device)], turns_left, out[rows_t, cols_t, 1], return_gate=True
+    )
     child = out[rows_t, cols_t + 1]
-    pairs = (last[:, 1], child[:, 1], torch.tensor(y, device=device), torch.tensor(child_y, device=device))
-    return last, b, y, w, pairs
+    y_t = torch.tensor(y, device=device)
+    pairs = (last[:, 1], child[:, 1], y_t, torch.tensor(child_y, device=device))
+    gates = None
+    if gate is not None:
+        parent_y = torch.tensor([ex.y[t] for ex in batch for t, *_ in ex.siblings], device=device)
+        gates = (gate, *_gate_labels(y_t, parent_y, torch), torch.tensor(w, device=device))
+    return last, b, y, w, pairs, gates
 
 
 def _delta_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
@@ -281,20 +311,27 @@ def _delta_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
 
 def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
     """Head outputs of every prefix from one GRU pass per trajectory (the GRU is causal, so its
-    state after segment t is the prefix h_t's), with targets and weights, and the padded outputs
-    and GRU states."""
+    state after segment t is the prefix h_t's), with targets and weights, and the padded outputs,
+    GRU states and the carry gate's (logits, labels, known, weights) or None."""
     lengths = torch.tensor([len(ex.segs) for ex in batch])
     padded = torch.zeros((len(batch), int(lengths.max())), dtype=torch.long, device=device)
     for i, ex in enumerate(batch):
         padded[i, : len(ex.segs)] = torch.tensor([index[s] for s in ex.segs], device=device)
     lengths_list = lengths.tolist()
-    out, states = meter.model(vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list), return_states=True)
+    out, states, gate = meter.model(
+        vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list), return_states=True
+    )
     rows = torch.cat([torch.full((n,), i, dtype=torch.long) for i, n in enumerate(lengths_list)]).to(device)
     cols = torch.cat([torch.arange(n) for n in lengths_list]).to(device)
     b = [v for ex in batch for v in ex.b]
     y = [v for ex in batch for v in ex.y]
     w = [1.0 / n for n in lengths_list for _ in range(n)]
-    return out[rows, cols], b, y, w, (out, states)
+    gates = None
+    if gate is not None:
+        # The first prefix has no previous one: its label is undefined (NaN previous target).
+        previous = torch.tensor([math.nan if t == 0 else ex.y[t - 1] for ex in batch for t in range(len(ex.segs))], device=device)
+        gates = (gate[rows, cols], *_gate_labels(torch.tensor(y, device=device), previous, torch), torch.tensor(w, device=device))
+    return out[rows, cols], b, y, w, (out, states, gates)
 
 
 def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
