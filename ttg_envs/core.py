@@ -249,7 +249,8 @@ class TextEnv(gym.Env[str, str]):
     - ``_state_key() -> str``: hash of the canonical engine state;
     - optionally ``_snapshot()``/``_restore(snapshot)`` for O(1) branching (default: replay),
       ``parse_action`` for another action syntax, ``_invalid_outcome`` for a richer error turn,
-      ``known_commands`` (what lenient parsing may match) and ``system_prompt``.
+      ``known_commands`` (what lenient parsing may match), ``system_prompt`` and
+      ``_opening_messages`` (the transcript's first turns).
 
     ``action_format``: ``"strict"`` (the paper's protocol: one ``<action>`` block) or ``"lenient"``
     (see :func:`parse_lenient`), for envs that read ReAct tags.
@@ -335,6 +336,10 @@ class TextEnv(gym.Env[str, str]):
         """The commands the engine accepts now, for lenient parsing (None: not known)."""
         return None
 
+    def _opening_messages(self, observation: str) -> list[dict[str, Any]]:
+        """The transcript after the system message at reset (default: the first observation as a user message)."""
+        return [{"role": "user", "content": observation}]
+
     def _invalid_outcome(self, error: str) -> StepOutcome:
         """The turn returned for a response that did not parse: the error is the observation."""
         return StepOutcome(observation=error, action_valid=False, error=error)
@@ -353,10 +358,7 @@ class TextEnv(gym.Env[str, str]):
         observation, extra = self._start(index)
         self.task_index = index
         self.task = task
-        self.messages = [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": observation},
-        ]
+        self.messages = [{"role": "system", "content": self.system_prompt}, *self._opening_messages(observation)]
         self.actions = []
         self.elapsed_steps = 0
         self.done = False

@@ -117,8 +117,8 @@ class GoldPolicy:
         """The next response for ``env``."""
         base = _bfcl(env)
         task = base.task_entry
-        prompting = base.official and base.model_style == "prompting"
-        style = "hermes" if base.official else self.style
+        prompting = base.scoring_rule.prompting
+        style = base.scoring_rule.call_style(self.style)
 
         def write(calls: list[ToolCall]) -> str:
             return python_calls(calls, task.category) if prompting else format_tool_calls(calls, style)

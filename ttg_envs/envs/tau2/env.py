@@ -137,11 +137,9 @@ class Tau2Env(ToolEnv):
         agent = tau2("tau2.agent.llm_agent")
         return agent.SYSTEM_PROMPT.format(agent_instruction=agent.AGENT_INSTRUCTION, domain_policy=_policy(self.domain))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start a conversation; the transcript opens with the agent's greeting and the user's answer."""
-        observation, info = super().reset(seed=seed, options=options)
-        self.messages[1:1] = [dict(m) for m in self._prefix]
-        return observation, info
+    def _opening_messages(self, observation: str) -> list[dict[str, Any]]:
+        """The transcript opens with the agent's greeting and the user's answer."""
+        return [*(dict(m) for m in self._prefix), *super()._opening_messages(observation)]
 
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self._task = self.tasks[index]
