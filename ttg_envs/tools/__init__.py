@@ -16,16 +16,29 @@ Public API (stable; other envs build on it)::
     format_tool_calls(response.calls, "python")   # '[cd(folder=\\'docs\\')]'
 
 The same parser reads Hermes ``<tool_call>`` blocks (several per response), bare JSON, and BFCL's
-Python syntax ``[f(a=1), g(b="x")]`` (with ``ast``; nothing is ever evaluated). :class:`ToolEnv`
-is the TextEnv base that wires these into ``step``: transcript turns with OpenAI ``tool_calls`` and
-``tool`` messages, invalid calls answered with their error instead of being executed.
+Python syntax ``[f(a=1), g(b="x")]`` (with ``ast``; nothing is ever evaluated); ReAct
+``<action>`` parsing (:mod:`.react`) sits beside it. :class:`ToolEnv` is the TextEnv base that wires
+tool calls into ``step``: transcript turns with OpenAI ``tool_calls`` and ``tool`` messages, invalid
+calls answered with their error instead of being executed.
 """
 
 from .calls import CALL_STYLES, ParsedResponse, ToolCall, format_tool_calls
-from .env import ToolEnv, ToolTurn
 from .parsing import FORMAT_HINT, HERMES_FORMAT, parse_tool_calls
 from .prompt import format_tool_responses, render_tool_list, render_tools_prompt
 from .schema import Tool, bind_positional, tool_index, validate_call
+
+#: Names of :mod:`.env`, a layer above the rest (its ``ToolEnv`` is a ``TextEnv``, and ``core``
+#: reads ReAct parsing from this package), so loaded on first use.
+_ENV_NAMES = ("ToolEnv", "ToolTurn")
+
+
+def __getattr__(name: str):
+    if name in _ENV_NAMES:
+        from . import env
+
+        return getattr(env, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CALL_STYLES",

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..core import ParsedAction, TextEnv, cap_text
+from ..core import TextEnv, cap_text
 from .bounds import MAX_CALLS_PER_STEP, MAX_RESULT_CHARS, BoundExceeded, value_problem
 from .calls import ParsedResponse, ToolCall
 from .parsing import parse_tool_calls
 from .prompt import format_tool_responses, render_tools_prompt
+from .react import ParsedAction
 from .schema import Tool, tool_index, validate_call
 
 

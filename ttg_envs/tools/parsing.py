@@ -21,10 +21,10 @@ import json
 import re
 from typing import Any, Iterable, Mapping
 
-from ..core import tag_blocks
 from .calls import ParsedResponse, ToolCall
 from .pysyntax import looks_like_python_calls, parse_python_calls
 from .schema import Tool, bind_positional
+from .tags import tag_blocks
 
 #: The call format the error texts ask for.
 HERMES_FORMAT = '<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>'
