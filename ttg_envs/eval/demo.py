@@ -184,7 +184,6 @@ def train_demo_meter(
 
 def run_demo(config: DemoConfig) -> int:
     """The ``ttg demo`` pipeline: train a meter (unless ``config.meter``), evaluate, write demo.json/md/png."""
-    from ..runner import has_planner
     from .evaluate import evaluate
     from .report import guidance_wins, seed_summary, write_outputs
 
@@ -240,7 +239,7 @@ def run_demo(config: DemoConfig) -> int:
         per_type=False,
         checks=guidance_wins(rows),
         start=start,
-        planner=has_planner(config.env, env_kwargs),
+        env_id=config.env,
     )
 
 
