@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("meters", "retrieval"),
     ("envs",),
     ("__init__",),
-    ("wrappers",),
+    ("wrappers", "datagen"),
     ("agents", "serve"),
     ("runner",),
     ("training",),

@@ -161,7 +161,7 @@ def _selection_args(p: argparse.ArgumentParser, *, out: str) -> None:
 
 
 def _generate_alfworld(argv: Sequence[str]) -> int:
-    from ..envs.alfworld.generator import main
+    from ..datagen.alfworld import main
 
     return main(list(argv)) or 0
 
@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train(sub)
     add_plot(sub)
     add_serve(sub)
-    # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
+    # A build tool with its own parser (python -m ttg_envs.datagen.alfworld): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)
     return parser
 

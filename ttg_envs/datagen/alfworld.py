@@ -32,9 +32,9 @@ the bundled line byte for byte, whatever the process or PYTHONHASHSEED.
 
 Regenerate the bundled set (seed 0: 49 min wall, 33 CPU-minutes on two shared cores)::
 
-    python -m ttg_envs.envs.alfworld.generator --seed 0 --workers 2
+    python -m ttg_envs.datagen.alfworld --seed 0 --workers 2
 
-Options: ``--out DIR`` (default: this package's ``data`` folder), ``--splits train valid_seen
+Options: ``--out DIR`` (default: ``ttg_envs/envs/alfworld/data``), ``--splits train valid_seen
 valid_unseen``. Output: ``{split}.jsonl.gz`` per split and ``MANIFEST.json``.
 
 Engine costs: ``load`` and ``reset`` each run Fast Downward's translator twice (about 0.2-0.5 s
@@ -61,17 +61,17 @@ from typing import Any
 
 import numpy as np
 
-from ..._io import gzip_lines, read_jsonl, write_manifest
-from ..._optional import require
-from .games import ALFWORLD_DIR, make_game
-from .tasks import SPLITS, TASK_TYPES
+from .._io import gzip_lines, read_jsonl, write_manifest
+from .._optional import require
+from ..envs.alfworld.games import ALFWORLD_DIR, make_game
+from ..envs.alfworld.tasks import SPLITS, TASK_TYPES
 
 # Without the `alfworld` extra, importing this module raises the one-line MissingExtraError naming it.
 C = require("alfworld.gen.constants", "alfworld")
 gdict = require("alfworld.gen.goal_library", "alfworld").gdict
 
 GENERATOR_VERSION = "1.0"
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "envs" / "alfworld" / "data"
 LAYOUT_DIR = ALFWORLD_DIR / "gen" / "layouts"
 
 #: The task types (:data:`.tasks.TASK_TYPES`) in the order the generator draws and writes them;
@@ -630,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest = {"splits": {}}
     manifest.update(
         {
-            "generator": "ttg_envs.envs.alfworld.generator",
+            "generator": "ttg_envs.datagen.alfworld",
             "generator_version": GENERATOR_VERSION,
             "seed": args.seed,
             "held_out_floorplans": list(HELD_OUT_FLOORPLANS),

@@ -20,7 +20,7 @@ facts, each once in Original and once in Paraphrased wording (300 rows per subse
 
 Regenerate (byte-identical for the same seed)::
 
-    python -m ttg_envs.envs.papersearchqa.generator --seed 0 [--out DIR]
+    python -m ttg_envs.datagen.papersearchqa --seed 0 [--out DIR]
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..._io import gzip_lines, write_manifest
+from .._io import gzip_lines, write_manifest
 
 GENERATOR_VERSION = "1.0"
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "envs" / "papersearchqa" / "data"
 SPLIT_FACTS = {"train": 700, "test": 300}
 
 CATEGORIES = {
@@ -647,7 +647,7 @@ def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
         (out / name).write_bytes(data)
         hashes[name] = hashlib.sha256(data).hexdigest()
     manifest = {
-        "generator": "ttg_envs.envs.papersearchqa.generator",
+        "generator": "ttg_envs.datagen.papersearchqa",
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
         "synthetic": True,
