@@ -304,7 +304,7 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
         mini_batch_rows=32 if args.env == "corridor" else 256,
         micro_batch_rows=16,
         task_indices=train_pool(args),
-        history=window(args).history,
+        window_turns=window(args).turns,
         max_prompt_tokens=window(args).max_prompt_tokens,
         failure_cost=64.0 if args.env == "corridor" else None,
         seed=seed,

@@ -268,7 +268,7 @@ def gigpo(
 def hgpo(
     rewards: ArrayLike,
     state_keys: Sequence[Sequence[Hashable]],
-    history: int = 2,
+    context: int = 2,
     gamma: float = 0.95,
     alpha: float = 1.0,
     step_weight: float = 1.0,
@@ -276,7 +276,7 @@ def hgpo(
 ) -> list[np.ndarray]:
     """HGPO (He et al.; appendix B): A^E_i + step_weight * A^H_{i,t}, per step.
 
-    Hierarchy of groups: for k = 0..``history``, the level-k group of step t holds the steps of
+    Hierarchy of groups: for k = 0..``context``, the level-k group of step t holds the steps of
     this prompt group whose k-step context (their own key and the k previous keys of their
     trajectory) equals that of t; a step with fewer than k predecessors uses its whole history,
     so it matches only steps at the same depth with the same history. Levels nest: each
@@ -288,7 +288,7 @@ def hgpo(
     A^E is the episode-level advantage of eq. 14, as in GiGPO.
 
     Where the DeltaTTG paper is silent: base_group=False is read as "no extra level holding every
-    step of the prompt group" (trajectory-level credit enters only through A^E); ``history=2``
+    step of the prompt group" (trajectory-level credit enters only through A^E); ``context=2``
     follows the history length 2 of the paper's ALFWorld runs (appendix E.5) and verl-agent.
     """
     lengths = [len(keys) for keys in state_keys]
@@ -296,7 +296,7 @@ def hgpo(
     returns = _discounted_returns(rewards, lengths, gamma)
     weighted = np.zeros(len(returns))
     weight_sum = np.zeros(len(returns))
-    for k in range(history + 1):
+    for k in range(context + 1):
         contexts = [tuple(keys[max(0, t - k) : t + 1]) for keys in state_keys for t in range(len(keys))]
         level, size = _normalize_within(returns, _codes(contexts), eps)
         weight = np.where(size > 1, (k + 1.0) ** alpha, 0.0)
@@ -439,7 +439,7 @@ def batched_hgpo(
     group_ids: ArrayLike | torch.Tensor,
     num_steps: ArrayLike | torch.Tensor,
     state_keys: ArrayLike | torch.Tensor,
-    history: int = 2,
+    context: int = 2,
     gamma: float = 0.95,
     alpha: float = 1.0,
     step_weight: float = 1.0,
@@ -458,7 +458,7 @@ def batched_hgpo(
     b, t, returns, groups = _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
     weighted = torch.zeros_like(returns)
     weight_sum = torch.zeros_like(returns)
-    for k in range(history + 1):
+    for k in range(context + 1):
         # The context of step t is (depth, key_t, ..., key_{t-k}); positions before the start
         # read as 0 and the depth min(t, k) keeps them apart from real keys.
         back = [torch.where(t >= j, keys[b, (t - j).clamp(min=0)], 0) for j in range(k + 1)]
