@@ -2,30 +2,14 @@
 
 Equations refer to the DeltaTTG paper ("Training Multi-Turn Agents with a Token-to-Go Progress
 Meter", 2026): section 3.2 (eqs 7-11), appendix D.3 (eq. 14), D.4 (the bounded operator B_M),
-D.6 (Algorithm 1), E.4 (ablations) and appendix B (baselines). No environment or model is involved; the meter's outputs come in as arrays.
+D.6 (Algorithm 1), E.4 (ablations) and appendix B (baselines). No environment or model is involved.
 
-Conventions
------------
-A trajectory has T >= 1 actions. The meter scores the states h_0..h_{T-1} seen before each
-action: ``can_complete[t]`` and ``remaining[t]`` are its outputs for h_t (``remaining`` may be
-None or NaN where ``can_complete`` is False). The terminal cost c_T is anchored by the observed
-outcome, so ``step_costs`` returns T+1 values and ``Delta = c[:-1] - c[1:]`` has T (eq. 8).
-``n_tokens[t]`` counts the trainable (assistant-generated) tokens of action t.
-
-The per-trajectory functions take NumPy arrays or lists and return NumPy arrays. The
-``batched_*`` functions import torch lazily and work on a whole rollout batch of B trajectories:
-
-- step axis ``[B, T_max]``: step t of trajectory b sits at ``[b, t]`` and is real where
-  ``t < num_steps[b]``; padding entries are ignored;
-- ``group_ids``: ``[B]`` integer prompt-group id of each trajectory (map string uids with
-  ``np.unique(uids, return_inverse=True)[1]``); ``state_keys``: ``[B, T_max]`` integer codes,
-  see ``encode_keys``;
-- output without ``token_step``: step-level advantages ``[B, T_max]`` (0 on padding). Every
-  trainable token of action t gets ``out[b, t]``; a trainer with one training row per step (the
-  verl-agent layout) multiplies it with that row's response mask. With ``token_step`` (``[B, L]``,
-  the action index of each response token, -1 or any negative value for tokens that are not
-  trained, such as observations and padding) the output is token-level ``[B, L]``, 0 on the
-  untrained tokens.
+A trajectory has T >= 1 actions; ``can_complete[t]`` and ``remaining[t]`` are the meter's outputs
+for the history h_t before action t (``remaining`` None or NaN where ``can_complete`` is False);
+``step_costs`` returns T+1 values (c_T anchored by the outcome) and ``Delta = c[:-1] - c[1:]`` has T
+(eq. 8); ``n_tokens[t]`` counts action t's trainable tokens. Per-trajectory functions take and
+return NumPy arrays; the ``batched_*`` ones import torch lazily and work on a rollout batch of B
+trajectories, laid out as :func:`batched_token_advantages` says.
 """
 
 from __future__ import annotations
@@ -513,8 +497,21 @@ def batched_token_advantages(
     costs already computed (ProgressMeterWrapper's recorded ``ttg_cost``, eq. 7): the signal is then
     read from them, so ``remaining`` and ``failure_cost`` are not used.
 
-    Returns step-level ``[B, T_max]`` advantages or, with ``token_step``, token-level ``[B, L]``
-    (see the module docstring). ``dtype`` defaults to float32.
+    The batch layout (every ``batched_*`` function's):
+
+    - step axis ``[B, T_max]``: step t of trajectory b sits at ``[b, t]`` and is real where
+      ``t < num_steps[b]``; padding entries are ignored;
+    - ``group_ids``: ``[B]`` integer prompt-group id of each trajectory (map string uids with
+      ``np.unique(uids, return_inverse=True)[1]``); ``state_keys``: ``[B, T_max]`` integer codes,
+      see ``encode_keys``;
+    - output without ``token_step``: step-level advantages ``[B, T_max]`` (0 on padding). Every
+      trainable token of action t gets ``out[b, t]``; a trainer with one training row per step (the
+      verl-agent layout) multiplies it with that row's response mask. With ``token_step`` (``[B, L]``,
+      the action index of each response token, -1 or any negative value for tokens that are not
+      trained, such as observations and padding) the output is token-level ``[B, L]``, 0 on the
+      untrained tokens.
+
+    ``dtype`` defaults to float32.
     """
     import torch
 

@@ -2,6 +2,14 @@
 
 The default action syntax of :class:`~ttg_envs.core.TextEnv` (tool envs read tool calls instead:
 :mod:`.parsing`). Never raises; linear time in the strict path.
+
+>>> from ttg_envs.tools.react import parse_lenient, parse_react
+>>> parse_react("<think>the mug is near</think><action>take mug 1</action>").command
+'take mug 1'
+>>> parse_react("take mug 1").error
+'Invalid response: no <action>...</action> block was found. Answer as <think>your reasoning</think><action>one command</action>.'
+>>> parse_lenient("Action: take mug 1.", ["take mug 1", "look"]).command
+'take mug 1'
 """
 
 from __future__ import annotations
