@@ -409,13 +409,9 @@ def batched_gigpo(
     """
     import torch
 
-    episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
-    keys = torch.as_tensor(state_keys, device=episode.device)
-    b, t, returns, groups = _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
+    episode, keys, (b, t, returns, groups) = _keyed_steps(rewards, group_ids, num_steps, state_keys, gamma, eps, dtype)
     step, _ = _scatter_normalize(returns, _row_codes(groups, keys[b, t]), torch.ones_like(returns), eps)
-    out = torch.zeros(keys.shape, dtype=episode.dtype, device=episode.device)
-    out[b, t] = episode[b] + step_weight * step
-    return _to_tokens(out, token_step)
+    return _episode_plus_step(episode, keys, b, t, step_weight * step, token_step)
 
 
 def batched_hgpo(
@@ -431,15 +427,10 @@ def batched_hgpo(
     eps: float = 1e-6,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """``hgpo`` for a whole batch; ``state_keys`` ``[B, T_max]`` integer codes (``encode_keys``).
-
-    Returns step-level ``[B, T_max]`` or, with ``token_step``, token-level ``[B, L]`` advantages.
-    """
+    """``hgpo`` for a whole batch, in :func:`batched_gigpo`'s layout (``state_keys`` from ``encode_keys``)."""
     import torch
 
-    episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
-    keys = torch.as_tensor(state_keys, device=episode.device)
-    b, t, returns, groups = _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
+    episode, keys, (b, t, returns, groups) = _keyed_steps(rewards, group_ids, num_steps, state_keys, gamma, eps, dtype)
     weighted = torch.zeros_like(returns)
     weight_sum = torch.zeros_like(returns)
     for k in range(context + 1):
@@ -451,8 +442,39 @@ def batched_hgpo(
         weighted += weight * level
         weight_sum += weight
     step = weighted / torch.where(weight_sum > 0, weight_sum, 1.0)
+    return _episode_plus_step(episode, keys, b, t, step_weight * step, token_step)
+
+
+def _keyed_steps(
+    rewards: ArrayLike | torch.Tensor,
+    group_ids: ArrayLike | torch.Tensor,
+    num_steps: ArrayLike | torch.Tensor,
+    state_keys: ArrayLike | torch.Tensor,
+    gamma: float,
+    eps: float,
+    dtype: torch.dtype | None,
+) -> tuple:
+    """The episode advantages (eq. 14), the keys as a tensor, and :func:`_step_rows` of the batch."""
+    import torch
+
+    episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
+    keys = torch.as_tensor(state_keys, device=episode.device)
+    return episode, keys, _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
+
+
+def _episode_plus_step(
+    episode: torch.Tensor,
+    keys: torch.Tensor,
+    b: torch.Tensor,
+    t: torch.Tensor,
+    step: torch.Tensor,
+    token_step: ArrayLike | torch.Tensor | None,
+) -> torch.Tensor:
+    """A^E_b + the step term at each real ``[b, t]`` (0 on padding), per token with ``token_step``."""
+    import torch
+
     out = torch.zeros(keys.shape, dtype=episode.dtype, device=episode.device)
-    out[b, t] = episode[b] + step_weight * step
+    out[b, t] = episode[b] + step
     return _to_tokens(out, token_step)
 
 

@@ -227,11 +227,6 @@ class BFCLEnv(ToolEnv):
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
         self._episode = snapshot[0]
 
-    def _clone(self) -> BFCLEnv:
-        clone = super()._clone()
-        clone._episode = None
-        return clone
-
     # ------------------------------------------------------------ BFCL extras
     @property
     def task_entry(self) -> BFCLTask:
@@ -282,13 +277,7 @@ class BFCLEnv(ToolEnv):
             return self._count_turn_step(outcome)
         episode.call_steps += 1
         episode.results.extend(r for r, e in zip(turn.results, turn.errors) if e is None)
-        outcome = StepOutcome(
-            observation=turn.observation,
-            action_valid=turn.valid,
-            error=turn.error,
-            assistant_message=turn.assistant_message,
-            messages=turn.messages,
-        )
+        outcome = turn.outcome()
         return self._count_turn_step(outcome)
 
     def _count_turn_step(self, outcome: StepOutcome) -> StepOutcome:

@@ -229,11 +229,6 @@ class Tau2Env(ToolEnv):
     def _restore(self, snapshot: _Episode) -> None:
         self._episode = snapshot
 
-    def _clone(self) -> Tau2Env:
-        clone = super()._clone()
-        clone._episode = None
-        return clone
-
     # ------------------------------------------------------------ tau2 extras
     @property
     def task_object(self) -> Any:
@@ -285,13 +280,7 @@ class Tau2Env(ToolEnv):
         # Calls not run because of a bound are not errors of their own; the bound is (at least) one.
         refused = sum(e is not None and not e.startswith("Not run:") for e in turn.errors)
         episode.errors += max(refused, turn.bound is not None) + sum(r.error for _, r in executed)
-        outcome = StepOutcome(
-            observation=turn.observation,
-            action_valid=turn.valid,
-            error=turn.error,
-            assistant_message=turn.assistant_message,
-            messages=turn.messages,
-        )
+        outcome = turn.outcome()
         if episode.errors >= self.max_errors:
             outcome.terminated = True
             outcome.info = {
