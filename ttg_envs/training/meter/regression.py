@@ -3,18 +3,9 @@
 Every prefix h_0..h_T of a trajectory is one training sequence, read exactly as the meter reads
 it at inference (the task segment and the last ``window`` action segments); the segments of a
 trajectory are encoded once per batch and shared by its prefixes. Every prefix learns the
-completion label b; prefixes of successful trajectories also regress log(1 + TTG_t).
-
-Targets (``RegressionConfig.targets``): ``recorded`` is the paper's eq. 1-2, the trajectory's own
-outcome and TTG. ``expert`` takes each prefix's label from the expert's roll-out from that state
-(``Trajectory.expert_ttg``: b = the expert finishes within the turns left, v = its TTG): the
-recorded policy rolls in, the expert rolls out. A random walk's prefixes then say how far the
-state it reached is from the goal, instead of how much more random walking followed, and a step
-that changes nothing leaves the target unchanged, so the meter learns no reward for doing nothing.
-
-Each trajectory weighs the same whatever its length, in both losses. Counting prefixes instead
-lets the long failed episodes of weak policies (a random policy runs to the 50-step limit)
-outnumber everything else, and the meter then predicts failure on every state.
+completion label b; prefixes of successful trajectories also regress log(1 + TTG_t). Each
+trajectory weighs the same whatever its length. The targets (recorded outcomes, or the expert's
+roll-out from each state) are :class:`RegressionConfig`'s ``targets``.
 """
 
 from __future__ import annotations
@@ -38,6 +29,17 @@ RANK_TEMPERATURE = 0.05
 @dataclass(frozen=True)
 class RegressionConfig:
     """Encoder-meter training hyperparameters.
+
+    ``targets``: ``recorded`` is the paper's eq. 1-2, the trajectory's own
+    outcome and TTG. ``expert`` takes each prefix's label from the expert's roll-out from that state
+    (``Trajectory.expert_ttg``: b = the expert finishes within the turns left, v = its TTG): the
+    recorded policy rolls in, the expert rolls out. A random walk's prefixes then say how far the
+    state it reached is from the goal, instead of how much more random walking followed, and a step
+    that changes nothing leaves the target unchanged, so the meter learns no reward for doing nothing.
+
+    Each trajectory weighs the same whatever its length, in both losses: counting prefixes instead
+    lets the long failed episodes of weak policies (a random policy runs to the 50-step limit)
+    outnumber everything else, and the meter then predicts failure on every state.
 
     ``backbone_lr = 0`` freezes the backbone: segment embeddings are then computed once and only
     the GRU and head train (the fast path for a pretrained encoder such as MiniLM on a CPU).
