@@ -17,10 +17,11 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttg_envs.envs.awm import AWMEnv, db, load_scenarios
+from ttg_envs.envs.awm import AWMEnv, load_scenarios
 from ttg_envs.envs.awm.bundle import SCENARIOS, build
 from ttg_envs.envs.awm.env import BUNDLED_DATA_DIR
 from ttg_envs.envs.awm.policies import call_text, load_gold, make_policy
+from ttg_envs.envs.awm.sandbox import host_db as db
 from ttg_envs.wrappers import branch
 
 GOLD = load_gold()

@@ -20,9 +20,10 @@ import warnings
 
 import pytest
 
-from ttg_envs.envs.awm import AWMEnv, isolation
+from ttg_envs.envs.awm import AWMEnv
 from ttg_envs.envs.awm.policies import call_text
-from ttg_envs.envs.awm.runtime import SandboxError
+from ttg_envs.envs.awm.sandbox import host_bwrap as isolation
+from ttg_envs.envs.awm.sandbox.host_process import SandboxError
 from ttg_envs.wrappers import branch
 
 ATTACK_APP = r"""
@@ -40,7 +41,7 @@ def attempt(fn):
         return ["blocked", f"{type(exc).__name__}: {exc}"[:300]]
 
 def unguard():
-    sandbox = sys.modules["ttg_envs.envs.awm.sandbox"]
+    sandbox = sys.modules["ttg_envs.envs.awm.sandbox.inside_guard"]
     sandbox._Guard.__call__ = lambda *a: None
     for obj in gc.get_objects():
         if isinstance(obj, sandbox._Guard):
@@ -498,12 +499,10 @@ def test_resource_limits_are_hard(side):
 
 def test_the_private_tmp_is_bounded(side):
     # Blocked by the tmpfs size bwrap gives /tmp: files below the per-file limit cannot add up past it.
-    from ttg_envs.envs.awm.isolation import TMP_BYTES
-
     env = side.open()
     out = _call(env, "fill_tmp")
     assert isinstance(out, dict), out
-    assert out["written"] <= TMP_BYTES and "No space left on device" in out["error"], out
+    assert out["written"] <= isolation.TMP_BYTES and "No space left on device" in out["error"], out
     side.intact()
 
 
@@ -607,7 +606,7 @@ from fastapi import FastAPI
 app = FastAPI()
 
 def unguard():
-    sandbox = sys.modules["ttg_envs.envs.awm.sandbox"]
+    sandbox = sys.modules["ttg_envs.envs.awm.sandbox.inside_guard"]
     sandbox._Guard.__call__ = lambda *a: None
     for obj in gc.get_objects():
         if isinstance(obj, sandbox._Guard):
@@ -703,8 +702,6 @@ def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):
 
 def test_a_python_under_tmp_is_bound_over_the_private_tmp(monkeypatch, tmp_path):
     """A CI clone's venv under /tmp must stay visible: the tmpfs on /tmp is mounted before the Python binds."""
-    from ttg_envs.envs.awm import isolation
-
     monkeypatch.setattr(isolation, "_python_roots", lambda: ["/tmp/ci-clone/.venv", "/usr/lib/python3"])
     argv = isolation.bwrap_command(tmp_path, ["python", "-c", "pass"])
     tmpfs = argv.index("--tmpfs")

@@ -1,7 +1,7 @@
 """``ttg/AWM-v0``: AgentWorldModel environments, a SQLite database behind each scenario's tool API.
 
 An episode builds a fresh database from the scenario's schema and sample rows and serves the
-scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox`). The tools are the
+scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox.inside_app`). The tools are the
 app's routes (named by ``operationId``), listed in the system prompt and ``info["tools"]``. An
 assistant response without tool calls is the final answer: the scenario's verifier then compares
 the initial and final databases (and the answer) in another sandboxed child and sets ``success``.
@@ -11,7 +11,7 @@ they replay the episode, so an app's in-memory state is rebuilt too. Resets fork
 scenario (:class:`_Sandbox`), so neither starts a sandbox or loads app code. A sandbox only ever holds
 one scenario's code (its trust domain): a reset to another scenario moves the episode to a sandbox of
 that scenario's own. The parent reads the episode folder only through a directory descriptor
-(:mod:`.folder`): a database the app replaced by a link, a directory or nothing is an error, never a
+(:mod:`.sandbox.host_folder`): a database the app replaced by a link, a directory or nothing is an error, never a
 file read or written outside.
 """
 
@@ -35,11 +35,11 @@ from ..._optional import require
 from ...core import StepOutcome
 from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
-from . import db, isolation
-from .folder import EpisodeFolder
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
-from .runtime import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
+from .sandbox import host_bwrap, host_db
+from .sandbox.host_folder import EpisodeFolder
+from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
 
 BUNDLED_DATA_DIR = Path(__file__).parent / "data"
 INSTRUCTIONS = (
@@ -109,7 +109,7 @@ class _Sandbox:
 
     def __init__(self, mode: str, domain: str) -> None:
         self.mode, self.domain = mode, domain
-        self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
+        self.folder = EpisodeFolder(owner=host_bwrap.owner() if mode == "bwrap" else None)
         self.zygote = Zygote(self.folder.path, mode)
         self.users = 0
         self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
@@ -281,8 +281,8 @@ def _initial_database(scenario: Scenario) -> bytes:
             _INITIAL.popitem(last=False)
         scratch = Path(tempfile.mkdtemp(prefix="ttg-awm-build-"))
         try:
-            db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
-            _INITIAL[key] = db.snapshot(scratch / "initial.db")
+            host_db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
+            _INITIAL[key] = host_db.snapshot(scratch / "initial.db")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return _INITIAL[key]
@@ -305,10 +305,10 @@ class AWMEnv(ToolEnv):
         verifier_timeout: seconds a verifier may take.
         max_steps: truncation limit (paper table 4: 20).
         sandbox: ``"bwrap"`` (default): app and verifier code run in bubblewrap's namespaces as an
-            unprivileged uid (:mod:`.isolation`); :class:`~.isolation.SandboxUnavailable` when it
+            unprivileged uid (:mod:`.sandbox.host_bwrap`); :class:`~.sandbox.host_bwrap.SandboxUnavailable` when it
             cannot run here. ``"python"``: only the in-process guard (warns).
         limits: hard resource limits of app and verifier processes (keys of
-            :data:`~.sandbox.DEFAULT_LIMITS`: ``as``, ``fsize``, ``cpu``, ``nproc``, ``nofile``).
+            :data:`~.sandbox.inside_guard.DEFAULT_LIMITS`: ``as``, ``fsize``, ``cpu``, ``nproc``, ``nofile``).
         state_in_database: whether the apps keep all their state in the database and per-request
             SQLAlchemy connections, so that a branch may copy the database and fork the running app
             (its memory comes along; default: true for the bundled apps, false for ``path``; false
@@ -336,7 +336,7 @@ class AWMEnv(ToolEnv):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         for module in ("fastapi", "sqlalchemy", "httpx"):
             require(module, "awm")
-        isolation.check(sandbox)
+        host_bwrap.check(sandbox)
         if split != "train":
             raise ValueError(f"AWM has one split, 'train'; got {split!r}")
         if path is None and source != "bundled":
@@ -514,7 +514,7 @@ class AWMEnv(ToolEnv):
     def _state_key(self) -> str:
         h = hashlib.sha256(self.current_task.id.encode())
         try:
-            h.update(db.digest_snapshot(self._workspace.read()).encode())
+            h.update(host_db.digest_snapshot(self._workspace.read()).encode())
         except SandboxError as exc:
             h.update(f"unusable: {exc}".encode())
         h.update(b"answered" if self._answer is not None else b"open")

@@ -1,7 +1,7 @@
-"""A fork server for the AWM sandbox: one clean interpreter per parent process that forks the children.
+"""Inside the sandbox: the fork server, one clean interpreter per sandbox that forks the children.
 
 The zygote is started with ``python -c`` (so no caller module is ever re-imported in it), imports
-FastAPI/SQLAlchemy once through :mod:`.sandbox`, and then serves a control socket
+FastAPI/SQLAlchemy once through :mod:`.inside_app`, and then serves a control socket
 (``AF_UNIX``/``SOCK_SEQPACKET``): ``{"op": "spawn", "target"}`` with one socket attached forks a
 child that closes the control socket, reads its job (JSON) from the attached socket and runs the
 target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` marks an app
@@ -21,9 +21,9 @@ import socket
 import time
 from multiprocessing.connection import Connection
 
-from . import sandbox
+from . import inside_app, inside_verifier
 
-TARGETS = {"app": sandbox.serve_app, "verify": sandbox.run_verifier}
+TARGETS = {"app": inside_app.serve_app, "verify": inside_verifier.verify}
 
 
 def _run_child(fd: int, target: str) -> None:

@@ -1,6 +1,6 @@
-"""The parent side of the AWM sandbox: child processes with time limits, and the verifier run.
+"""Host side of the AWM sandbox: the fork server and the children it starts, with time limits, and the verifier run.
 
-Children come from a fork server (:mod:`.zygote`) that has imported FastAPI and SQLAlchemy once,
+Children come from a fork server (:mod:`.inside_forkserver`) that has imported FastAPI and SQLAlchemy once,
 so starting one costs a fork, not an interpreter start. A child that does not answer within its
 time limit is killed (and a new one is started on the next call); a child that crashes or sends
 anything but one JSON object becomes a :class:`SandboxError`, never a crash of the caller.
@@ -22,8 +22,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import db, isolation
-from .folder import EpisodeFolder, UnsafeEntry
+from . import host_bwrap, host_db
+from .host_folder import EpisodeFolder, UnsafeEntry
 
 #: Largest reply a child may send (bytes); anything longer is junk.
 MAX_REPLY_BYTES = 8 << 20
@@ -38,9 +38,9 @@ class SandboxTimeout(SandboxError):
 
 
 class Zygote:
-    """The fork server (:mod:`.zygote`) of one episode folder, started on first use and after a fork.
+    """The fork server (:mod:`.inside_forkserver`) of one episode folder, started on first use and after a fork.
 
-    ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.isolation` (only ``folder`` is
+    ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.host_bwrap` (only ``folder`` is
     writable); ``"python"`` as a plain process. Either way it gets an allow-listed environment,
     ``/dev/null`` for stdin and a pipe for stdout/stderr, whose last lines :attr:`output` keeps.
     """
@@ -87,12 +87,12 @@ class Zygote:
         isolated = self.mode == "bwrap"
         code = (
             f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
-            f"from ttg_envs.envs.awm.zygote import main; main({theirs.fileno()}, isolated={isolated})"
+            f"from ttg_envs.envs.awm.sandbox.inside_forkserver import main; main({theirs.fileno()}, isolated={isolated})"
         )
         argv = [sys.executable, "-I", "-c", code]
         if isolated:
-            argv = isolation.bwrap_command(self.folder, argv)
-        env = {**isolation.ENV_ALLOWLIST, "HOME": self.folder}
+            argv = host_bwrap.bwrap_command(self.folder, argv)
+        env = {**host_bwrap.ENV_ALLOWLIST, "HOME": self.folder}
         self._process = subprocess.Popen(
             argv,
             pass_fds=(theirs.fileno(),),
@@ -164,7 +164,7 @@ class Zygote:
 
 
 class Child:
-    """One sandboxed child process running a :mod:`.sandbox` target, spoken to in JSON messages."""
+    """One sandboxed child process running a target of :mod:`.inside_forkserver`, spoken to in JSON messages."""
 
     def __init__(self, zygote: Zygote, target: str, job: dict[str, Any]):
         self._zygote = zygote
@@ -372,7 +372,7 @@ def copy_out(folder: EpisodeFolder, name: str) -> bytes:
     try:
         main = folder.read(name)
         wal, journal = folder.read_optional(f"{name}-wal"), folder.read_optional(f"{name}-journal")
-        return db.from_files(main, wal, journal)
+        return host_db.from_files(main, wal, journal)
     except UnsafeEntry as exc:
         raise SandboxError(f"the episode database is unusable: {exc}") from None
     except (sqlite3.Error, MemoryError) as exc:

@@ -1,4 +1,4 @@
-"""An episode folder the sandboxed child can write, handled by the parent without following its paths.
+"""Host side: an episode folder the sandboxed child can write, handled by the parent without following its paths.
 
 The child (model-written app code) may put anything in its folder: a symlink named ``episode.db``
 pointing anywhere, a directory in its place, a FIFO, a file of gigabytes. The parent therefore holds

@@ -1,6 +1,6 @@
-"""How the AWM fork server is started: inside a bubblewrap sandbox (default) or as a plain process.
+"""Host side: how the AWM fork server is started: inside a bubblewrap sandbox (default) or as a plain process.
 
-``sandbox="bwrap"`` (the default) starts the fork server (:mod:`.zygote`) and so every app and
+``sandbox="bwrap"`` (the default) starts the fork server (:mod:`.inside_forkserver`) and so every app and
 verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_:
 
 - new network, PID, IPC, UTS and cgroup namespaces: no network interface but a down loopback, no
@@ -15,7 +15,7 @@ verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_
   a pipe the parent reads (no descriptor of the parent but the control socket crosses over).
 
 Hard resource limits (soft = hard) are set in each child before model-written code runs
-(:mod:`.sandbox`). ``sandbox="python"`` keeps only the in-process audit hook: it confines code
+(:mod:`.inside_guard`). ``sandbox="python"`` keeps only the in-process audit hook: it confines code
 that misbehaves by accident, not code that means harm, and warns.
 """
 
@@ -60,8 +60,8 @@ def _python_roots() -> list[str]:
     for entry in sys.path:
         if entry and os.path.basename(entry) in ("site-packages", "dist-packages") and os.path.isdir(entry):
             roots.add(entry)
-    # The ttg_envs package folder (three levels up from envs/awm/isolation.py).
-    roots.add(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+    # The ttg_envs package folder (four levels up from envs/awm/sandbox/host_bwrap.py).
+    roots.add(str(Path(os.path.realpath(__file__)).parents[3]))
     roots = sorted(os.path.realpath(r) for r in roots if r and os.path.isdir(r))
     # Drop a root that lies inside another (bwrap would bind it twice).
     return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
