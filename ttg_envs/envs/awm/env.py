@@ -38,7 +38,7 @@ from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
 from .sandbox import host_bwrap, host_db
-from .sandbox.host_folder import EpisodeFolder
+from .sandbox.host_folder import EpisodeFolder, remove_abandoned
 from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
 
 BUNDLED_DATA_DIR = Path(__file__).parent / "data"
@@ -109,14 +109,26 @@ class _Sandbox:
 
     def __init__(self, mode: str, domain: str) -> None:
         self.mode, self.domain = mode, domain
-        self.folder = EpisodeFolder(owner=host_bwrap.owner() if mode == "bwrap" else None)
-        self.zygote = Zygote(self.folder.path, mode)
+        # As root, a uid of its own: its process limit is not shared with any other sandbox.
+        self.lease = host_bwrap.UidLease() if mode == "bwrap" and host_bwrap.needs_lease() else None
+        self.uid = self.lease.uid if self.lease is not None else None
+        try:
+            self.folder = EpisodeFolder.locked(owner=host_bwrap.owner(self.uid))
+        except BaseException:
+            if self.lease is not None:
+                self.lease.close()
+            raise
+        self.zygote = Zygote(self.folder.path, mode, self.uid)
         self.users = 0
         self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
 
     @classmethod
     def take(cls, mode: str, domain: str) -> _Sandbox:
-        """An idle sandbox of ``mode`` for the scenario ``domain`` from the pool, else a new one (started on first use)."""
+        """An idle sandbox of ``mode`` for the scenario ``domain`` from the pool, else a new one (started on first use).
+
+        First the folders that dead hosts (``kill -9``) left are deleted.
+        """
+        remove_abandoned()
         dead = []
         try:
             with cls._lock:
@@ -141,7 +153,7 @@ class _Sandbox:
         evicted = [self]
         with self._lock:
             pool = self._pool.setdefault((os.getpid(), self.mode), [])
-            if self.zygote.running and self.zygote.sweep():
+            if self.zygote.running and self.zygote.sweep() and self.zygote.clear_tmp():
                 pool.append(self)
                 evicted = []
                 same = [s for s in pool if s.domain == self.domain]
@@ -197,6 +209,8 @@ class _Sandbox:
             self.drop_warm(key)
         self.zygote.close()
         self.folder.close()
+        if self.lease is not None:
+            self.lease.close()
 
 
 def close_idle_sandboxes() -> None:
@@ -409,6 +423,8 @@ class AWMEnv(ToolEnv):
                 before = None
             try:
                 warm = self._load_warm(ws, scenario, prepared)
+                if ws.sandbox.users == 1:  # no branch of this env uses the sandbox: nothing of the last episode stays in /tmp
+                    ws.zygote.clear_tmp()
             except BaseException:
                 # A failed reset leaves the previous episode's database (its app restarts on the next call).
                 ws.load(before) if before is not None else ws.stop_app()
@@ -524,6 +540,16 @@ class AWMEnv(ToolEnv):
         # A copy of the database (and of the app's process, when it runs) is the whole state only
         # when the app keeps nothing in memory that a restart would not rebuild.
         if not self.state_in_database:
+            return None
+        try:
+            return self._workspace.read(), self._answer, self._workspace
+        except SandboxError:
+            return None
+
+    def _fallback_snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
+        # A replay diverged (an app whose state is not all in its database): a fork of the running
+        # app carries its memory, so it is this state; without a running app there is no copy.
+        if self._workspace.app is None or not self._workspace.app.alive or self._answer is not None:
             return None
         try:
             return self._workspace.read(), self._answer, self._workspace

@@ -14,9 +14,8 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
-from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -27,6 +26,25 @@ from .host_folder import EpisodeFolder, UnsafeEntry
 
 #: Largest reply a child may send (bytes); anything longer is junk.
 MAX_REPLY_BYTES = 8 << 20
+#: How much of the sandbox's stdout/stderr the host keeps (the last bytes), and reads at a time.
+OUTPUT_BYTES = 64 << 10
+
+_LAUNCHERS: dict[int, ThreadPoolExecutor] = {}
+_LAUNCHERS_LOCK = threading.Lock()
+
+
+def _launch(start):
+    """``start()`` (which starts a sandbox) run on this process's launcher thread; its result.
+
+    bwrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that started it
+    ends, not the process: a sandbox started from a pool's worker thread died with that thread, and
+    its app failed the next call. One thread that lives as long as the process starts them all.
+    """
+    with _LAUNCHERS_LOCK:
+        launcher = _LAUNCHERS.get(os.getpid())  # a forked process has none of its parent's threads
+        if launcher is None:
+            launcher = _LAUNCHERS[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="ttg-awm-launcher")
+    return launcher.submit(start).result()
 
 
 class SandboxError(RuntimeError):
@@ -42,25 +60,27 @@ class Zygote:
 
     ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.host_bwrap` (only ``folder`` is
     writable); ``"python"`` as a plain process. Either way it gets an allow-listed environment,
-    ``/dev/null`` for stdin and a pipe for stdout/stderr, whose last lines :attr:`output` keeps.
+    ``/dev/null`` for stdin and a pipe for stdout/stderr, read in chunks of :data:`OUTPUT_BYTES`,
+    whose last :data:`OUTPUT_BYTES` :attr:`output` keeps (output without newlines cannot grow the host).
     """
 
-    def __init__(self, folder: str | Path, mode: str = "bwrap") -> None:
-        self.folder, self.mode = str(folder), mode
+    def __init__(self, folder: str | Path, mode: str = "bwrap", uid: int | None = None) -> None:
+        self.folder, self.mode, self.uid = str(folder), mode, uid
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
-        self._output: deque[str] = deque(maxlen=50)
+        self._output = bytearray()
 
     @property
     def output(self) -> str:
-        """The last lines the sandbox wrote to stdout/stderr."""
-        return "".join(self._output)
+        """The last (at most :data:`OUTPUT_BYTES`) bytes the sandbox wrote to stdout/stderr, as text."""
+        return bytes(self._output).decode("utf-8", "replace")
 
     def _drain(self, stream) -> None:
-        for line in iter(stream.readline, b""):
-            self._output.append(line.decode("utf-8", "replace")[:500])
+        while chunk := stream.read(OUTPUT_BYTES):
+            self._output += chunk
+            del self._output[:-OUTPUT_BYTES]
         stream.close()
 
     def _running(self) -> bool:
@@ -80,28 +100,40 @@ class Zygote:
         except SandboxError:
             return False
 
+    def clear_tmp(self) -> bool:
+        """Empty the sandbox's private ``/tmp`` (a fork server not running has a fresh one at its start)."""
+        if not self._running():
+            return True
+        try:
+            return self._ask({"op": "clear_tmp"}).get("ok") is True
+        except SandboxError:
+            return False
+
     def _ensure(self) -> socket.socket:
         if self._running():
             return self._control
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         isolated = self.mode == "bwrap"
         code = (
-            f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
+            f"import sys; sys.path[:0] = {host_bwrap.python_path()!r}; "
             f"from ttg_envs.envs.awm.sandbox.inside_forkserver import main; main({theirs.fileno()}, isolated={isolated})"
         )
-        argv = [sys.executable, "-I", "-c", code]
+        argv = [host_bwrap.python_executable(), "-I", "-c", code]
         if isolated:
-            argv = host_bwrap.bwrap_command(self.folder, argv)
+            argv = host_bwrap.bwrap_command(self.folder, argv, self.uid)
         env = {**host_bwrap.ENV_ALLOWLIST, "HOME": self.folder}
-        self._process = subprocess.Popen(
-            argv,
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            env=env,
-            cwd=self.folder,
+        self._process = _launch(
+            lambda: subprocess.Popen(
+                argv,
+                bufsize=0,  # stdout is then a raw file: each read is one read(2) of at most OUTPUT_BYTES
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+                env=env,
+                cwd=self.folder,
+            )
         )
         threading.Thread(target=self._drain, args=(self._process.stdout,), daemon=True).start()
         theirs.close()
