@@ -150,6 +150,38 @@ def tmp_files(write: str = ""):
         open(os.path.join("/tmp", write), "w").write("left for the next episode")
     return {"files": sorted(os.listdir("/tmp"))}
 
+def _forked(n, work):
+    # Run work() in n forked children: the JSON each wrote before exiting or being killed.
+    unguard()
+    r, w = os.pipe()
+    for _ in range(n):
+        if os.fork() == 0:
+            os.close(r)
+            try:
+                os.write(w, (json.dumps(work()) + "\n").encode())
+            finally:
+                os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        return [json.loads(line) for line in f]
+
+@app.get("/hog", operation_id="hog")
+def hog(children: int, mib: int):
+    def work():
+        block = b"\1" * (mib << 20)  # every page written
+        time.sleep(3)  # held while the others allocate
+        return len(block)
+    return {"held": len(_forked(children, work))}
+
+@app.get("/spin", operation_id="spin")
+def spin(children: int, seconds: float):
+    def work():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return time.process_time()
+    return {"cpu": sum(_forked(children, work))}
+
 @app.get("/signal", operation_id="signal")
 def send_signal(pid: int):
     unguard()
@@ -508,6 +540,39 @@ def test_tmp_is_cleared_at_reset_and_in_the_pool(dataset):
         assert second._workspace.sandbox is sandbox  # pooled
         _fresh(second)
         assert "planted" not in _call(second, "tmp_files")["files"]
+
+
+@pytest.fixture
+def bounded_sandbox(dataset, monkeypatch):
+    """A new env whose sandbox's cgroup allows 0.2 cores and 256 MiB; skipped where no cgroup can be made."""
+    from ttg_envs.envs.awm.env import _Sandbox, close_idle_sandboxes
+    from ttg_envs.envs.awm.sandbox import host_cgroup
+
+    monkeypatch.setattr(_Sandbox, "_pool", {})  # a new sandbox, made with these totals
+    monkeypatch.setattr(host_cgroup, "CPUS", 0.2)
+    monkeypatch.setattr(host_cgroup, "MEMORY_BYTES", 256 << 20)
+    with AWMEnv(path=dataset, tool_timeout=30, state_in_database=True) as env:
+        if env._workspace.sandbox.cgroup is None:
+            pytest.skip("no writable cgroup with cpu, memory and pids here (the host is not root, or is in a container)")
+        _fresh(env)
+        yield env
+    close_idle_sandboxes()  # this test's pool
+
+
+def test_the_sandboxs_memory_is_bounded_in_all(bounded_sandbox):
+    # Blocked by the sandbox's memory cgroup: children each far below their own address-space limit
+    # cannot add up past the sandbox's total; the OOM killer stops one of them, not the host.
+    out = _call(bounded_sandbox, "hog", children=3, mib=128)
+    assert not isinstance(out, dict) or out["held"] < 3, out
+    _fresh(bounded_sandbox)
+    assert _call(bounded_sandbox, "bump") == {"n": 1}
+
+
+def test_the_sandboxs_cpu_is_bounded_in_all(bounded_sandbox):
+    # Blocked by the sandbox's CPU quota: two processes spinning for 2 s get 0.2 cores between them.
+    out = _call(bounded_sandbox, "spin", children=2, seconds=2)
+    assert isinstance(out, dict) and out["cpu"] < 0.2 * 2 + 0.3, out
+    assert _call(bounded_sandbox, "bump") == {"n": 1}
 
 
 def test_processes_outside_cannot_be_signalled(side):

@@ -38,6 +38,7 @@ from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
 from .sandbox import host_bwrap, host_db
+from .sandbox.host_cgroup import SandboxCgroup
 from .sandbox.host_folder import EpisodeFolder, remove_abandoned
 from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
 
@@ -118,7 +119,9 @@ class _Sandbox:
             if self.lease is not None:
                 self.lease.close()
             raise
-        self.zygote = Zygote(self.folder.path, mode, self.uid)
+        # And, where the host can make one, a cgroup bounding its CPU, memory and tasks in all.
+        self.cgroup = SandboxCgroup.create(f"ttg-awm-{self.uid}") if self.uid is not None else None
+        self.zygote = Zygote(self.folder.path, mode, self.uid, self.cgroup)
         self.users = 0
         self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
 
@@ -209,6 +212,8 @@ class _Sandbox:
             self.drop_warm(key)
         self.zygote.close()
         self.folder.close()
+        if self.cgroup is not None:
+            self.cgroup.close()
         if self.lease is not None:
             self.lease.close()
 

@@ -90,6 +90,18 @@ class UidLease:
         """Give the uid back."""
         self._socket.close()
 
+    @staticmethod
+    def free(uid: int) -> bool:
+        """Whether no live host process holds ``uid`` (checked by binding its name for a moment)."""
+        import socket
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.bind(f"\0ttg-awm-uid-{uid}")
+            except OSError:
+                return False
+        return True
+
 
 def python_executable() -> str:
     """``sys.executable`` with its folder's symlinks resolved: the path the sandbox mounts.

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import host_bwrap, host_db
+from .host_cgroup import SandboxCgroup
 from .host_folder import EpisodeFolder, UnsafeEntry
 
 #: Largest reply a child may send (bytes); anything longer is junk.
@@ -59,13 +60,13 @@ class Zygote:
     """The fork server (:mod:`.inside_forkserver`) of one episode folder, started on first use and after a fork.
 
     ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.host_bwrap` (only ``folder`` is
-    writable); ``"python"`` as a plain process. Either way it gets an allow-listed environment,
+    writable; as root, as ``uid``), in ``cgroup`` when there is one; ``"python"`` as a plain process. Either way it gets an allow-listed environment,
     ``/dev/null`` for stdin and a pipe for stdout/stderr, read in chunks of :data:`OUTPUT_BYTES`,
     whose last :data:`OUTPUT_BYTES` :attr:`output` keeps (output without newlines cannot grow the host).
     """
 
-    def __init__(self, folder: str | Path, mode: str = "bwrap", uid: int | None = None) -> None:
-        self.folder, self.mode, self.uid = str(folder), mode, uid
+    def __init__(self, folder: str | Path, mode: str = "bwrap", uid: int | None = None, cgroup: SandboxCgroup | None = None) -> None:
+        self.folder, self.mode, self.uid, self.cgroup = str(folder), mode, uid, cgroup
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._control: socket.socket | None = None
@@ -121,6 +122,8 @@ class Zygote:
         argv = [host_bwrap.python_executable(), "-I", "-c", code]
         if isolated:
             argv = host_bwrap.bwrap_command(self.folder, argv, self.uid)
+            if self.cgroup is not None:
+                argv = self.cgroup.wrap(argv)
         env = {**host_bwrap.ENV_ALLOWLIST, "HOME": self.folder}
         self._process = _launch(
             lambda: subprocess.Popen(
