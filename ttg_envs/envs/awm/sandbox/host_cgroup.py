@@ -2,11 +2,11 @@
 
 Per-process rlimits (:mod:`.inside_guard`) do not add up: children under a 1 GiB address-space limit
 together hold more, and an app's background thread goes on burning a core after its call returned.
-A cgroup bounds the sandbox as a whole: :data:`CPUS` cores of CPU time, :data:`MEMORY_BYTES` of
+A cgroup bounds the sandbox as a whole: :data:`CPUS` cores of CPU time (when set), :data:`MEMORY_BYTES` of
 memory (its ``/tmp`` tmpfs pages included; past it the kernel's OOM killer stops a process of that
 sandbox only) and :data:`PIDS` tasks (processes and threads).
 
-It needs a writable cgroup hierarchy with the ``cpu``, ``memory`` and ``pids`` controllers: cgroup v1
+It needs a writable cgroup hierarchy with the ``memory`` and ``pids`` controllers (and ``cpu``): cgroup v1
 (one hierarchy per controller) or v2 (one, the controllers enabled for the host's own cgroup's
 children). Typically that is a root host outside a container, or a container given its cgroup;
 elsewhere :meth:`SandboxCgroup.create` returns None and the sandbox runs with its rlimits and its
@@ -20,8 +20,10 @@ import shlex
 import time
 from pathlib import Path
 
-#: CPU cores a sandbox may use at once (its quota per period).
-CPUS = 1.0
+#: CPU cores a sandbox may use at once (its quota per period); None: no CPU cgroup. Off by default:
+#: a sandbox scheduled as a group of its own made AWM's steps and branches slower on a loaded host
+#: (`benchmarks/bench_lookahead.py`; see the README), so it is for hosts that run untrusted apps.
+CPUS: float | None = None
 #: Memory of all a sandbox's processes together, page cache and ``/tmp`` included (bytes).
 MEMORY_BYTES = 2 << 30
 #: Tasks (processes and threads) in a sandbox.
@@ -89,29 +91,31 @@ class SandboxCgroup:
     def create(cls, name: str) -> SandboxCgroup | None:
         """A new cgroup ``name`` with the totals :data:`CPUS`, :data:`MEMORY_BYTES`, :data:`PIDS`; None where none can be made."""
         cpus, memory, pids = CPUS, MEMORY_BYTES, PIDS
+        controllers = [c for c in _CONTROLLERS if c != "cpu" or cpus is not None]
         try:
             mounts, own = _mounts(), _own_paths()
-            quota = max(1000, int(cpus * _PERIOD_US))
-            if all(c in mounts and c in own for c in _CONTROLLERS):
+            quota = max(1000, int((cpus or 1) * _PERIOD_US))
+            if all(c in mounts and c in own for c in controllers):
                 plan = {
                     "cpu": {"cpu.cfs_period_us": _PERIOD_US, "cpu.cfs_quota_us": quota},
                     "memory": {"memory.limit_in_bytes": memory},
                     "pids": {"pids.max": pids},
                 }
-                parents = {c: _folder(mounts[c], own[c]) for c in _CONTROLLERS}
-                writes = [(parents[c] / name, plan[c]) for c in _CONTROLLERS]
+                writes = [(_folder(mounts[c], own[c]) / name, plan[c]) for c in controllers]
+                swept = [_folder(mounts[c], own[c]) for c in _CONTROLLERS if c in mounts and c in own]
             elif "unified" in mounts and "unified" in own:
                 parent = _folder(mounts["unified"], own["unified"])
-                if not set(_CONTROLLERS) <= set((parent / "cgroup.subtree_control").read_text().split()):
+                if not set(controllers) <= set((parent / "cgroup.subtree_control").read_text().split()):
                     return None
-                writes = [(parent / name, {"cpu.max": f"{quota} {_PERIOD_US}", "memory.max": memory, "pids.max": pids})]
+                settings = {"memory.max": memory, "pids.max": pids, **({"cpu.max": f"{quota} {_PERIOD_US}"} if cpus is not None else {})}
+                writes, swept = [(parent / name, settings)], [parent]
             else:
                 return None
         except (OSError, ValueError):
             return None
         made: list[Path] = []
-        for folder, _ in writes:
-            _remove_abandoned(folder.parent)
+        for parent in swept:
+            _remove_abandoned(parent)
         try:
             for folder, settings in writes:
                 if folder.exists():
