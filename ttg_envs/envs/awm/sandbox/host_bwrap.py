@@ -13,6 +13,7 @@ verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_
   process leased from :data:`UID_BASE` onwards (:class:`UidLease`) before Python starts; as another
   user, a user namespace of the sandbox's own maps uid 65534 to the caller (the kernel counts
   processes per user namespace);
+- a seccomp filter refusing the kernel's most exposed calls (:mod:`.host_seccomp`);
 - an environment that holds only :data:`ENV_ALLOWLIST`, stdin on ``/dev/null`` and stdout/stderr on
   a pipe the parent reads (no descriptor of the parent but the control socket crosses over).
 
@@ -141,10 +142,11 @@ def _system_binds() -> list[str]:
     return args
 
 
-def bwrap_command(folder: str | os.PathLike, argv: list[str], uid: int | None = None) -> list[str]:
+def bwrap_command(folder: str | os.PathLike, argv: list[str], uid: int | None = None, seccomp_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` (a Python command line) in the sandbox for ``folder``.
 
-    As root the sandbox runs as ``uid`` (a :class:`UidLease`'s; required then).
+    As root the sandbox runs as ``uid`` (a :class:`UidLease`'s; required then). ``seccomp_fd``: a
+    descriptor holding a seccomp program (:mod:`.host_seccomp`) that bwrap installs before ``argv``.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -176,6 +178,8 @@ def bwrap_command(folder: str | os.PathLike, argv: list[str], uid: int | None = 
     for parent in sorted(str(p) for p in Path(folder).parents if str(p) not in ("/", "/tmp")):
         args += ["--perms", "0755", "--dir", parent]
     args += ["--bind", folder, folder, "--chdir", folder, "--clearenv"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     for key, value in {**ENV_ALLOWLIST, "HOME": folder}.items():
         args += ["--setenv", key, value]
     if os.geteuid() == 0:

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import host_bwrap, host_db
+from . import host_bwrap, host_db, host_seccomp
 from .host_cgroup import SandboxCgroup
 from .host_folder import EpisodeFolder, UnsafeEntry
 
@@ -120,24 +120,29 @@ class Zygote:
             f"from ttg_envs.envs.awm.sandbox.inside_forkserver import main; main({theirs.fileno()}, isolated={isolated})"
         )
         argv = [host_bwrap.python_executable(), "-I", "-c", code]
+        seccomp = host_seccomp.open_program() if isolated else None
         if isolated:
-            argv = host_bwrap.bwrap_command(self.folder, argv, self.uid)
+            argv = host_bwrap.bwrap_command(self.folder, argv, self.uid, seccomp)
             if self.cgroup is not None:
                 argv = self.cgroup.wrap(argv)
         env = {**host_bwrap.ENV_ALLOWLIST, "HOME": self.folder}
-        self._process = _launch(
-            lambda: subprocess.Popen(
-                argv,
-                bufsize=0,  # stdout is then a raw file: each read is one read(2) of at most OUTPUT_BYTES
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                close_fds=True,
-                env=env,
-                cwd=self.folder,
+        try:
+            self._process = _launch(
+                lambda: subprocess.Popen(
+                    argv,
+                    bufsize=0,  # stdout is then a raw file: each read is one read(2) of at most OUTPUT_BYTES
+                    pass_fds=(theirs.fileno(),) if seccomp is None else (theirs.fileno(), seccomp),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    close_fds=True,
+                    env=env,
+                    cwd=self.folder,
+                )
             )
-        )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         threading.Thread(target=self._drain, args=(self._process.stdout,), daemon=True).start()
         theirs.close()
         self._control, self._pid = ours, os.getpid()
