@@ -196,6 +196,17 @@ def syscalls():
         return out
     return _forked(1, work)[0]
 
+@app.get("/spray", operation_id="spray")
+def spray(files: int, kib: int):
+    unguard()
+    with engine.begin() as c:
+        c.execute(text("UPDATE counter SET n = n + 100"))
+    block = b"x" * (kib << 10)
+    for i in range(files):
+        with open(f"spray-{i}", "wb") as f:
+            f.write(block)
+    return {"sprayed": files}
+
 @app.get("/signal", operation_id="signal")
 def send_signal(pid: int):
     unguard()
@@ -597,6 +608,25 @@ def test_exposed_kernel_calls_are_refused(side):
         pytest.skip("the seccomp program is built for x86-64 only")
     out = _call(side.open(), "syscalls")
     assert out == {"unshare_user": "blocked", "ptrace_traceme": "blocked", "keyctl": "blocked"}, out
+    side.stop()
+    side.intact()
+
+
+@pytest.mark.parametrize("what", ["bytes", "files"])
+def test_the_sandboxs_files_are_bounded_in_all(side, monkeypatch, what):
+    # Blocked by the check after each tool call (host_folder.DISK_BYTES / DISK_FILES): the step is
+    # invalid and names the bound, the app is stopped, its files but the database are removed.
+    from ttg_envs.envs.awm.sandbox import host_folder
+
+    monkeypatch.setattr(host_folder, "DISK_BYTES", 4 << 20)
+    monkeypatch.setattr(host_folder, "DISK_FILES", 100)
+    env = side.open()
+    folder = env.unwrapped._workspace.folder.path
+    files, kib = (40, 256) if what == "bytes" else (300, 0)
+    obs, _, _, _, info = env.step(call_text("spray", {"files": files, "kib": kib}))
+    assert info["action_valid"] is False and "the bound is 4194304 bytes and 100 entries" in obs, obs
+    assert not [n for n in os.listdir(folder) if n.startswith("spray-")]
+    assert _call(env, "bump") == {"n": side.base + 101}  # the call's database writes stay; a new app serves them
     side.stop()
     side.intact()
 

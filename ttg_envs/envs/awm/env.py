@@ -35,9 +35,10 @@ from ..._optional import require
 from ...core import StepOutcome
 from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
+from ...tools.bounds import BoundExceeded
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
-from .sandbox import host_bwrap, host_db
+from .sandbox import host_bwrap, host_db, host_folder
 from .sandbox.host_cgroup import SandboxCgroup
 from .sandbox.host_folder import EpisodeFolder, remove_abandoned
 from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
@@ -524,13 +525,35 @@ class AWMEnv(ToolEnv):
             status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body, timeout=self.tool_timeout)
         except SandboxTimeout:
             self._workspace.app = None
+            self._check_disk(call)
             return f"Error calling {call.name}: the tool did not answer within {self.tool_timeout:g} s."
         except SandboxError as exc:
             self._workspace.stop_app()
+            self._check_disk(call)
             return f"Error calling {call.name}: {exc}"
+        self._check_disk(call)
         if status >= 400:
             return f"Error calling {call.name}. Status code: {status}. Response: {text}"
         return text
+
+    def _check_disk(self, call: ToolCall) -> None:
+        """:class:`BoundExceeded` when the sandbox's files add up past :data:`~.sandbox.host_folder.DISK_BYTES`
+        or :data:`~.sandbox.host_folder.DISK_FILES`: the app is stopped and every file but the episode
+        database removed from the episode's folder (and what the host did not make from the sandbox's);
+        the database keeps the call's writes."""
+        ws = self._workspace
+        used, files = ws.sandbox.folder.usage()
+        if used <= host_folder.DISK_BYTES and files <= host_folder.DISK_FILES:
+            return
+        ws.stop_app()
+        keep = {_Workspace.DATABASE, f"{_Workspace.DATABASE}-wal", f"{_Workspace.DATABASE}-journal"}
+        ws.folder.prune(keep)
+        ws.sandbox.folder.prune(set())
+        raise BoundExceeded(
+            f"{call.name} left the sandbox's files at {used} bytes in {files} entries; the bound is "
+            f"{host_folder.DISK_BYTES} bytes and {host_folder.DISK_FILES} entries, so the app was stopped and "
+            "its files but the database removed"
+        )
 
     def _state_key(self) -> str:
         h = hashlib.sha256(self.current_task.id.encode())

@@ -28,6 +28,10 @@ class UnsafeEntry(OSError):
 
 #: Largest episode file the parent copies out (bytes); the child's file-size limit is the same.
 MAX_FILE_BYTES = 256 << 20
+#: What all the files of one sandbox's folder may add up to (bytes on disk, and entries): checked
+#: after each tool call (:meth:`EpisodeFolder.usage`), since the kernel bounds only each file's size.
+DISK_BYTES = 1 << 30
+DISK_FILES = 10_000
 #: Name prefix of sandbox folders held by a live host (locked), which :func:`remove_abandoned` sweeps.
 LOCKED_PREFIX = "ttg-awm-sbx-"
 
@@ -39,6 +43,7 @@ class EpisodeFolder:
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
         self.owner = owner
         self._parent: tuple[EpisodeFolder, str] | None = None
+        self._children: set[str] = set()
         self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         if owner is not None:
             os.fchown(self._fd, *owner)
@@ -121,7 +126,8 @@ class EpisodeFolder:
             except FileExistsError:
                 continue
             sub = object.__new__(EpisodeFolder)
-            sub.path, sub.owner, sub._parent = self.path / name, self.owner, (self, name)
+            sub.path, sub.owner, sub._parent, sub._children = self.path / name, self.owner, (self, name), set()
+            self._children.add(name)
             sub._fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self._fd)
             if self.owner is not None:
                 os.fchown(sub._fd, *self.owner)
@@ -140,8 +146,35 @@ class EpisodeFolder:
             except FileNotFoundError:
                 pass
 
+    def usage(self, max_files: int | None = None) -> tuple[int, int]:
+        """``(bytes on disk, entries)`` of everything in the folder, links not followed; the walk
+        stops after ``max_files`` (default :data:`DISK_FILES`) + 1 entries (a folder of a million
+        files costs no more than that)."""
+        max_files = DISK_FILES if max_files is None else max_files
+        used = files = 0
+        for _, dirs, names, fd in os.fwalk(".", dir_fd=self._fd, follow_symlinks=False):
+            for name in dirs + names:
+                files += 1
+                try:
+                    used += os.stat(name, dir_fd=fd, follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    pass
+                if files > max_files:
+                    return used, files
+        return used, files
+
+    def prune(self, keep: set[str]) -> None:
+        """Remove every entry but ``keep`` and the subfolders this host made here."""
+        for name in os.listdir(self._fd):
+            if name not in keep and name not in self._children:
+                try:
+                    self.remove(name)
+                except OSError:
+                    pass
+
     def remove(self, name: str) -> None:
         """Remove entry ``name`` if present, whatever it is."""
+        self._children.discard(name)
         try:
             info = os.stat(name, dir_fd=self._fd, follow_symlinks=False)
         except FileNotFoundError:
