@@ -203,6 +203,12 @@ class TextEnv(gym.Env[str, str]):
         """Make this (cloned) env's engine state equal to ``snapshot``."""
         raise NotImplementedError
 
+    def _fallback_snapshot(self) -> Any:
+        """A snapshot for :meth:`_restore` to branch from when a replay diverged, or None (the
+        divergence is raised). For engines whose replays are preferred but which can copy their
+        state now (AWM forks a running app, its memory included)."""
+        return None
+
     @property
     def system_prompt(self) -> str:
         """The system message that opens every transcript."""
@@ -300,7 +306,9 @@ class TextEnv(gym.Env[str, str]):
         """An independent env in the same state, whose future equals this one's under the same actions.
 
         ``method="auto"`` uses the engine snapshot when the env has one and falls back to replay;
-        ``"replay"`` forces reset + replay of the action log, checked with ``state_key``.
+        ``"replay"`` forces reset + replay of the action log, checked with ``state_key``. Under
+        ``"auto"`` a replay that diverges falls back to the env's :meth:`_fallback_snapshot` where it
+        has one; else (and under ``"replay"``) it raises :class:`BranchDivergenceError`.
         """
         if self.task is None:
             raise gym.error.ResetNeeded("Cannot branch before reset().")
@@ -313,7 +321,14 @@ class TextEnv(gym.Env[str, str]):
         if snapshot is not None:
             clone._restore(snapshot)
         else:
-            clone._replay_from(self)
+            try:
+                clone._replay_from(self)
+            except BranchDivergenceError:
+                fallback = self._fallback_snapshot() if method == "auto" else None
+                if fallback is None:
+                    clone.close()
+                    raise
+                clone._restore(fallback)
         clone.messages = [dict(m) for m in self.messages]
         clone.actions = list(self.actions)
         clone.task = dict(self.task)
