@@ -478,13 +478,7 @@ class AWMEnv(ToolEnv):
     def _apply(self, response: ParsedResponse) -> StepOutcome:
         if response.calls:
             turn = self._run_calls(response, self._execute)
-            return StepOutcome(
-                observation=turn.observation,
-                action_valid=turn.valid,
-                error=turn.error,
-                assistant_message=turn.assistant_message,
-                messages=turn.messages,
-            )
+            return turn.outcome()
         if not _final_answer(response.content):
             # The same rule as every env: an empty reply is an invalid step, not an (empty) final answer.
             error = "Empty response: call a tool, or write the final answer (a reply without tool calls ends the episode)."
