@@ -13,8 +13,7 @@ PACKAGE = ROOT / "ttg_envs"
 MAX_LINES = 15
 #: A number with a time unit: what drifts with the machine and its load.
 TIMING = re.compile(r"\b\d+(?:[.,]\d+)?(?:-\d+(?:\.\d+)?)?\s*(?:ms|µs|s|sec|seconds|min|minutes|CPU-minutes|h|hours)\b")
-#: Being laid out anew by the AWM sandbox work (issue 24's other half); it keeps its own docstrings until then.
-SKIP = ("envs/awm/",)
+SKIP: tuple[str, ...] = ()
 
 
 def _module_docs() -> dict[str, str]:

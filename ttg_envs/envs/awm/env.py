@@ -5,12 +5,8 @@ scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox.insi
 app's routes (named by ``operationId``), listed in the system prompt and ``info["tools"]``. An
 assistant response without tool calls is the final answer: the scenario's verifier then compares
 the initial and final databases (and the answer) in another sandboxed child and sets ``success``.
-Branches (where the app keeps its state in the database: the bundled apps) copy the database with
-SQLite's backup API into a subfolder of the same sandbox and fork the running app there; otherwise
-they replay the episode, so an app's in-memory state is rebuilt too. Resets fork a warm app of the
-scenario (:class:`_Sandbox`), so neither starts a sandbox or loads app code. A sandbox only ever holds
-one scenario's code (its trust domain): a reset to another scenario moves the episode to a sandbox of
-that scenario's own. The parent reads the episode folder only through a directory descriptor
+Branches and resets fork warm apps in a sandbox that holds only one scenario's code
+(:class:`_Sandbox`: how, and when a branch replays instead). The parent reads the episode folder only through a directory descriptor
 (:mod:`.sandbox.host_folder`): a database the app replaced by a link, a directory or nothing is an error, never a
 file read or written outside.
 """
@@ -99,6 +95,11 @@ class _Sandbox:
     the episode folders gone) waits in a pool for the next env of this process that runs the same
     scenario: at most :data:`POOL` per scenario and :data:`POOL_TOTAL` per mode (the least recently
     released closed first); what is left there is closed at exit (:func:`close_idle_sandboxes`).
+
+    Branches (where the app keeps its state in the database: the bundled apps) copy the database
+    with SQLite's backup API into a subfolder of the same sandbox and fork the running app there;
+    otherwise they replay the episode, so an app's in-memory state is rebuilt too. A reset to
+    another scenario moves the episode to a sandbox of that scenario's own.
     """
 
     WARM_APPS = 4

@@ -1,25 +1,10 @@
 """Host side: how the AWM fork server is started: inside a bubblewrap sandbox (default) or as a plain process.
 
 ``sandbox="bwrap"`` (the default) starts the fork server (:mod:`.inside_forkserver`) and so every app and
-verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_:
-
-- new network, PID, IPC, UTS and cgroup namespaces: no network interface but a down loopback, no
-  abstract AF_UNIX names of the host, and no process outside the sandbox can be named or signalled;
-- a new mount namespace whose root holds only read-only binds of the system (``/usr``), the
-  Python installation, the site-packages and the ``ttg_envs`` package, a private ``/tmp`` of :data:`TMP_BYTES`, a
-  minimal ``/dev`` and the sandbox's own ``/proc``; the episode folder is the only writable host path;
-- an unprivileged uid with no capabilities and ``no_new_privs``, one per sandbox so that its process
-  limit is its own: as root, bubblewrap runs privileged and ``setpriv`` drops to a uid this host
-  process leased from :data:`UID_BASE` onwards (:class:`UidLease`) before Python starts; as another
-  user, a user namespace of the sandbox's own maps uid 65534 to the caller (the kernel counts
-  processes per user namespace);
-- a seccomp filter refusing the kernel's most exposed calls (:mod:`.host_seccomp`);
-- an environment that holds only :data:`ENV_ALLOWLIST`, stdin on ``/dev/null`` and stdout/stderr on
-  a pipe the parent reads (no descriptor of the parent but the control socket crosses over).
-
-Hard resource limits (soft = hard) are set in each child before model-written code runs
-(:mod:`.inside_guard`). ``sandbox="python"`` keeps only the in-process audit hook: it confines code
-that misbehaves by accident, not code that means harm, and warns.
+verifier it forks under `bubblewrap <https://github.com/containers/bubblewrap>`_ (what the sandbox
+holds: :func:`bwrap_command`). Hard resource limits (soft = hard) are set in each child before
+model-written code runs (:mod:`.inside_guard`). ``sandbox="python"`` keeps only the in-process audit
+hook: it confines code that misbehaves by accident, not code that means harm, and warns.
 """
 
 from __future__ import annotations
@@ -144,6 +129,24 @@ def _system_binds() -> list[str]:
 
 def bwrap_command(folder: str | os.PathLike, argv: list[str], uid: int | None = None, seccomp_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` (a Python command line) in the sandbox for ``folder``.
+
+    The sandbox has:
+
+    - new network, PID, IPC, UTS and cgroup namespaces: no network interface but a down loopback, no
+      abstract AF_UNIX names of the host, and no process outside the sandbox can be named or signalled;
+    - a new mount namespace whose root holds only read-only binds of the system (``/usr``), the
+      Python installation, the site-packages and the ``ttg_envs`` package, a private ``/tmp`` of
+      :data:`TMP_BYTES`, a minimal ``/dev`` and the sandbox's own ``/proc``; the episode folder is
+      the only writable host path;
+    - an unprivileged uid with no capabilities and ``no_new_privs``, one per sandbox so that its
+      process limit is its own: as root, bubblewrap runs privileged and ``setpriv`` drops to a uid
+      this host process leased from :data:`UID_BASE` onwards (:class:`UidLease`) before Python
+      starts; as another user, a user namespace of the sandbox's own maps uid 65534 to the caller
+      (the kernel counts processes per user namespace);
+    - a seccomp filter refusing the kernel's most exposed calls (:mod:`.host_seccomp`);
+    - an environment that holds only :data:`ENV_ALLOWLIST`, stdin on ``/dev/null`` and
+      stdout/stderr on a pipe the parent reads (no descriptor of the parent but the control socket
+      crosses over).
 
     As root the sandbox runs as ``uid`` (a :class:`UidLease`'s; required then). ``seccomp_fd``: a
     descriptor holding a seccomp program (:mod:`.host_seccomp`) that bwrap installs before ``argv``.

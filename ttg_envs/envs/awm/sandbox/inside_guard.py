@@ -2,18 +2,9 @@
 
 Each child is a fresh process forked from a clean fork server (:mod:`.inside_forkserver`), which by
 default runs inside the OS sandbox of :mod:`.host_bwrap` (namespaces, an unprivileged uid of its
-own, a read-only system, only the episode folder writable): that is the boundary. Before any
-model-written code runs, a child
-
-- sets hard resource limits, soft = hard (:data:`DEFAULT_LIMITS`), and moves into its folder;
-- installs an audit hook (PEP 578) that refuses network sockets, name lookups, new processes,
-  signals, ctypes, SQLite extensions, writes outside the folder and reads outside the Python
-  installation. Code can switch this hook off (it is a Python object), so it only catches code that
-  reaches where it should not by accident; with ``sandbox="python"`` it is all there is;
-- makes every SQLite connection refuse ``ATTACH`` and, for an app, open the episode database
-  whatever path the code names (SQLAlchemy's connections included).
-
-Messages to and from the host are JSON bytes, so a child can never make the host unpickle.
+own, a read-only system, only the episode folder writable): that is the boundary. What a child
+sets up on top of it: :func:`confine`. Messages to and from the host are JSON bytes, so a child can
+never make the host unpickle.
 """
 
 from __future__ import annotations
@@ -199,6 +190,13 @@ def set_limits(limits: dict[str, int] | None = None) -> None:
 
 
 def confine(folder: str, databases: set[str], limits: dict[str, int] | None = None) -> None:
+    """Confine this child before model-written code runs: hard resource limits, soft = hard
+    (:data:`DEFAULT_LIMITS`), then into its folder; an audit hook (PEP 578) that refuses network
+    sockets, name lookups, new processes, signals, ctypes, SQLite extensions, writes outside the
+    folder and reads outside the Python installation (code can switch it off, as it is a Python
+    object, so it only catches code that reaches where it should not by accident; with
+    ``sandbox="python"`` it is all there is); and SQLite connections that refuse ``ATTACH`` and,
+    for an app, open the episode database whatever path the code names (SQLAlchemy's too)."""
     set_limits(limits)
     sys.dont_write_bytecode = True
     os.chdir(folder)
