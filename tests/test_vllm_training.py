@@ -129,6 +129,8 @@ def test_kept_logprobs_equal_recomputed_and_the_trainer_uses_them(tmp_path, toke
     assert _worst([r.old_logprobs for r in rows], trainer.row_logprobs(rows, model)) < LOGPROB_TOL
     trainer.keep_sampler_logprobs = False
     assert trainer.update(rows)["old_logprobs_recomputed"] == 1.0
+    with pytest.raises(ValueError, match="lora_rank"):  # an engine built without LoRA cannot take an adapter
+        generator.load_weights(add_lora(_model(tokenizer), LoraSettings(4)))
     del generator
     gc.collect()
 
