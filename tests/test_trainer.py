@@ -268,14 +268,14 @@ def test_tiny_policy_has_a_head_dim_vllm_cpu_attention_supports():
 
 
 def test_prompt_window_keeps_rollout_prompts_to_the_last_turn(tmp_path, tokenizer):
-    trainer = Trainer(_config(tmp_path, estimator="grpo", history=0, kl_coef=0.0), _model(tokenizer), tokenizer)
+    trainer = Trainer(_config(tmp_path, estimator="grpo", window_turns=0, kl_coef=0.0), _model(tokenizer), tokenizer)
     episodes = trainer.rollout(np.random.default_rng(0))
     full = Trainer(_config(tmp_path / "f", estimator="grpo", kl_coef=0.0), _model(tokenizer), tokenizer)
     full_episodes = full.rollout(np.random.default_rng(0))
     late = [len(p) for e in episodes for p in e.prompts[1:]]
     late_full = [len(p) for e in full_episodes for p in e.prompts[1:]]
     assert late and max(late) < max(late_full)
-    # history=0: every later prompt is the head plus the current observation, so all have one length per task
+    # window_turns=0: every later prompt is the head plus the current observation, so all have one length per task
     # (the tiny env's observation is always "again").
     for e in episodes:
         assert len({len(p) for p in e.prompts[1:]}) <= 1

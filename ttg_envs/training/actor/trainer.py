@@ -57,8 +57,8 @@ class TrainConfig:
         save_every: checkpoint every this many steps (and at the end); 0 saves only at the end.
         dapo_max_batches, dapo_min_std: DAPO's dynamic sampling (table 4): at most this many
             rollout batches per step; groups with reward std below ``dapo_min_std`` are dropped.
-        history, max_prompt_tokens: the policy's prompt window (:class:`~ttg_envs.agents.window.PromptWindow`):
-            the last ``history`` turns within ``max_prompt_tokens`` (None: the whole transcript;
+        window_turns, max_prompt_tokens: the policy's prompt window (:class:`~ttg_envs.agents.window.PromptWindow`):
+            the last ``window_turns`` turns within ``max_prompt_tokens`` (None: the whole transcript;
             verl-agent and the paper's E.5 protocol use 2 and 2048).
     """
 
@@ -88,7 +88,7 @@ class TrainConfig:
     mini_batch_rows: int = 256
     micro_batch_rows: int = 8
     task_indices: tuple[int, ...] | None = None
-    history: int | None = None
+    window_turns: int | None = None
     max_prompt_tokens: int | None = None
     seed: int = 0
     save_every: int = 10
@@ -309,7 +309,7 @@ class Trainer:
             cfg.max_tokens_per_turn,
             cfg.temperature,
             cfg.top_p,
-            PromptWindow(cfg.history, cfg.max_prompt_tokens),
+            PromptWindow(cfg.window_turns, cfg.max_prompt_tokens),
         )
 
     def dapo_rollout(self, rng: np.random.Generator) -> tuple[list[list[Episode]], list[Episode]]:
