@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || { echo "run scripts/setup.sh first" >&2; exit 1; }
 python3 -m venv .venv-vllm
-site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+site=$(.venv/bin/python -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')  # real path: .venv may be a link
 own=$(.venv-vllm/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$site" > "$own/ttg_dev_env.pth"
 # pip sees the dev env's packages through the .pth and never uninstalls them ("outside environment").
