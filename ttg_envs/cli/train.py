@@ -88,8 +88,6 @@ def _train(args: argparse.Namespace) -> int:
     if args.meter not in (None, "turns"):
         check_meter(args.meter)
     check_trackers(parse_report_to(args.report_to))
-    if args.lora_r and args.rollout == "vllm":
-        raise ValueError("--rollout vllm with --lora-r: vLLM rollouts of a LoRA policy are not wired yet; use --rollout hf")
     window = as_window(args.window)
     config = from_args(
         TrainConfig,
