@@ -8,8 +8,7 @@
 #   bash scripts/setup_vllm_tests.sh && TTG_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=1 \
 #       .venv-vllm/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_vllm_training.py
 #
-# Run it before landing any change to the vLLM code (ttg_envs/agents/vllm.py, ttg_envs/meters/vllm.py,
-# ttg_envs/training/actor/rollout.py, ttg_envs/_vllm_engine.py).
+# .ci/run does this after the verl tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || { echo "run scripts/setup.sh first" >&2; exit 1; }
