@@ -295,6 +295,10 @@ class BFCLEnv(ToolEnv):
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
         self._episode = snapshot[0]
 
+    def _adopt(self, branch: BFCLEnv) -> bool:
+        self._episode = branch._episode
+        return True
+
     def _clone(self) -> BFCLEnv:
         clone = super()._clone()
         clone._episode = None

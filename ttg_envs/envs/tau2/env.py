@@ -231,6 +231,10 @@ class Tau2Env(ToolEnv):
     def _restore(self, snapshot: _Episode) -> None:
         self._episode = snapshot
 
+    def _adopt(self, branch: Tau2Env) -> bool:
+        self._episode = branch._episode
+        return True
+
     def _clone(self) -> Tau2Env:
         clone = super()._clone()
         clone._episode = None
