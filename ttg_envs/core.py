@@ -248,6 +248,7 @@ class TextEnv(gym.Env[str, str]):
     - ``_apply(command) -> StepOutcome``: run one parsed command on the engine;
     - ``_state_key() -> str``: hash of the canonical engine state;
     - optionally ``_snapshot()``/``_restore(snapshot)`` for O(1) branching (default: replay),
+      ``_adopt(branch)`` so that a guided step takes over its chosen branch (:meth:`offer_step`),
       ``parse_action`` for another action syntax, ``_invalid_outcome`` for a richer error turn,
       ``known_commands`` (what lenient parsing may match) and ``system_prompt``.
 
