@@ -18,8 +18,8 @@ import statistics
 import tempfile
 import time
 
+from ttg_envs.datagen.papersearchqa import generate
 from ttg_envs.envs.papersearchqa.data import BUNDLED_DATA_DIR, load_tasks
-from ttg_envs.envs.papersearchqa.generator import generate
 from ttg_envs.retrieval import Corpus, Document, load_corpus, make_retriever
 
 

@@ -90,7 +90,7 @@ def _config(args):
         mini_batch_rows=256,
         micro_batch_rows=16,
         task_indices=pool,
-        history=2,
+        window_turns=2,
         max_prompt_tokens=2048,
         seed=0,
         save_every=0,

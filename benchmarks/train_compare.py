@@ -4,7 +4,7 @@
 
 1. **Start** (cached in ``<out>/start``): a noisy expert (``--sft-eps``) plays the even train-split
    indices of ``--task-types`` (``--sft-episodes`` each) and ``--sft-more`` more train-family tasks
-   per type that :func:`~ttg_envs.envs.alfworld.generator.generate_tasks` makes with the real
+   per type that :func:`~ttg_envs.datagen.alfworld.generate_tasks` makes with the real
    engine (indices 100 and up, never bundled; ``--sft-more-episodes`` each), with bare-command
    actions (``action_format="lenient"``). Every step is labelled with the expert's command from
    that state (DAgger-style, ``teacher=`` of :func:`~ttg_envs.training.actor.sft.record_demonstrations`),
@@ -131,7 +131,7 @@ def make_envs(args, split: str, n: int, turns: int | None = None, **extra: Any) 
 
 def more_train_tasks(args, folder: Path) -> Path:
     """``--sft-more`` generated train-family tasks per type (indices 100 and up), cached as JSON lines."""
-    from ttg_envs.envs.alfworld.generator import generate_tasks, write_jsonl_gz
+    from ttg_envs.datagen.alfworld import generate_tasks, write_jsonl_gz
 
     path = folder / f"more_train_{args.sft_more}.jsonl.gz"
     if not path.is_file():
@@ -304,7 +304,7 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
         mini_batch_rows=32 if args.env == "corridor" else 256,
         micro_batch_rows=16,
         task_indices=train_pool(args),
-        history=window(args).history,
+        window_turns=window(args).turns,
         max_prompt_tokens=window(args).max_prompt_tokens,
         failure_cost=64.0 if args.env == "corridor" else None,
         seed=seed,

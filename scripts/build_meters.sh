@@ -15,7 +15,10 @@
 # 50) with the task's words marked in its action segments (--mark-task-words), on 180 train tasks
 # outside the development panel (index % 3 == 0 and index % 10 != 5; the panel, index % 10 == 5, is
 # where the settings were chosen), five policies each (expert, noisy expert at eps 0.25, 0.5, 0.75
-# and random, whose random admissible commands include help, look, inventory and examine).
+# and random, whose random admissible commands include help, look, inventory and examine), plus
+# no-op siblings (--noop-siblings 2: at every 3rd state, two commands that change nothing, tried in
+# branches of the engine with their exact targets, ranked against the step taken). One torch thread
+# (--threads 1), so the rebuilt meter is the same on any machine.
 # ALFWORLD_TRAJECTORIES=DIR trains on trajectory files recorded before by the same command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +69,7 @@ build_alfworld() {
     $TTG train-meter --env ttg/ALFWorld-v0 --splits train $source \
         --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 noisy_expert:1 \
         --targets expert --turn-limit 50 --mark-task-words --epochs 6 --val-fraction 0 \
+        --noop-siblings 2 --threads 1 \
         --out "$WORK/alfworld/train"
     $TTG eval-meter --env ttg/ALFWorld-v0 --meter "$WORK/alfworld/train/meter" --splits valid_seen valid_unseen \
         --limit 24 --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 --out "$WORK/alfworld/eval"

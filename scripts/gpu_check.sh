@@ -116,7 +116,7 @@ for EST in delta_ttg grpo; do
   METER=(); [ "$EST" = delta_ttg ] && METER=(--meter ttg/ALFWorld-v0)
   start=$(date +%s)
   "$PY" -m ttg_envs.cli train --model "$MODEL" --rollout vllm --device "$DEVICE" --estimator "$EST" "${METER[@]}" \
-      --env-kwargs '{"split": "train", "action_format": "lenient"}' --history paper --steps "$STEPS" \
+      --env-kwargs '{"split": "train", "action_format": "lenient"}' --window paper --steps "$STEPS" \
       --tasks-per-step 4 --group-size 4 --max-turns 10 --max-tokens-per-turn 128 --seed 0 --save-every 0 \
       --vllm-memory "$MEM" --no-resume --out "$RUN" 2>&1 | tail -n 3 || die "ttg train --estimator $EST"
   [ -s "$RUN/metrics.jsonl" ] || die "ttg train --estimator $EST wrote no metrics"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gymnasium as gym
@@ -82,6 +83,9 @@ def pytest_make_collect_report(collector):
 
     outcome = yield
     report = outcome.get_result()
+    if report.skipped and _skips_fail():
+        report.outcome = "failed"  # a module skipped whole (vLLM missing, or no device it runs on)
+        return
     if not report.failed or not isinstance(collector, pytest.Module):
         return
     text = str(report.longrepr)
@@ -91,3 +95,17 @@ def pytest_make_collect_report(collector):
         reason = extra.group(1) if extra else f"optional module {missing.group(1)!r} is not installed"
         report.outcome = "skipped"
         report.longrepr = (str(collector.path), 0, f"Skipped: {reason}")
+
+
+def _skips_fail() -> bool:
+    """True in ``.venv-vllm`` runs (``TTG_REQUIRE_VLLM=1``): there every test must run, so a skip fails."""
+    return bool(os.environ.get("TTG_REQUIRE_VLLM"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``TTG_REQUIRE_VLLM=1`` a skipped test is reported as failed (with its skip reason)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _skips_fail() and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"

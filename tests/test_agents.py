@@ -139,8 +139,8 @@ def test_vllm_actor_maps_outputs_using_a_fake_vllm_module(monkeypatch):
         def __init__(self, **kw):
             seen["engine"] = kw
 
-        def chat(self, messages, params, use_tqdm, chat_template_kwargs):
-            seen["chat"] = (messages, params, chat_template_kwargs)
+        def chat(self, messages, params, use_tqdm, chat_template_kwargs, lora_request):
+            seen["chat"] = (messages, params, chat_template_kwargs, lora_request)
             out = types.SimpleNamespace
             return [out(outputs=[out(text=f"r{j}", token_ids=(j, j)) for j in range(params.n)]) for _ in messages]
 
@@ -152,7 +152,7 @@ def test_vllm_actor_maps_outputs_using_a_fake_vllm_module(monkeypatch):
     assert seen["engine"] == {"model": "some/model", "max_model_len": 4096, "enable_prefix_caching": True}
     params = seen["chat"][1]
     assert (params.n, params.temperature, params.top_p, params.top_k, params.max_tokens, params.seed) == (2, 1.0, 1.0, -1, 512, 3)
-    assert seen["chat"][2] == {"enable_thinking": True}
+    assert seen["chat"][2] == {"enable_thinking": True} and seen["chat"][3] is None  # no adapter
 
 
 def test_vllm_actor_asks_n_times_for_one_greedy_response(monkeypatch):
@@ -163,7 +163,7 @@ def test_vllm_actor_asks_n_times_for_one_greedy_response(monkeypatch):
         def __init__(self, **kw):
             pass
 
-        def chat(self, messages, params, use_tqdm, chat_template_kwargs):
+        def chat(self, messages, params, use_tqdm, chat_template_kwargs, lora_request):
             assert params.n == 1
             seen.append(messages)
             return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"g{i}", token_ids=(i,))]) for i in range(len(messages))]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ttg_envs.envs.alfworld import generator as gen
+from ttg_envs.datagen import alfworld as gen
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TYPES = (
@@ -36,7 +36,7 @@ ID_RE = re.compile(r"^(train|valid_seen|valid_unseen)/([a-z_]+)-([A-Za-z]+)-None
 
 _REGEN_SCRIPT = """
 import json, sys
-from ttg_envs.envs.alfworld import generator as gen
+from ttg_envs.datagen import alfworld as gen
 jobs = json.loads(sys.argv[1])
 print(json.dumps([gen.task_line(gen.generate_task(s, t, i, seed)) for s, t, i, seed in jobs]))
 """

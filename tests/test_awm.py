@@ -17,10 +17,11 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttg_envs.envs.awm import AWMEnv, db, load_scenarios
+from ttg_envs.envs.awm import AWMEnv, load_scenarios
 from ttg_envs.envs.awm.bundle import SCENARIOS, build
 from ttg_envs.envs.awm.env import BUNDLED_DATA_DIR
 from ttg_envs.envs.awm.policies import call_text, load_gold, make_policy
+from ttg_envs.envs.awm.sandbox import host_db as db
 from ttg_envs.wrappers import branch
 
 GOLD = load_gold()
@@ -453,6 +454,30 @@ def test_the_pool_keeps_a_sandbox_only_for_its_own_scenario(monkeypatch):
     assert taken[2].domain == "a" and taken[2] not in released and len(pool) == 7  # never another scenario's
     for sandbox in [*pool, *taken]:
         sandbox.close()
+
+
+def test_64_concurrent_envs_each_win_their_gold_replay():
+    # A trainer's parallel rollouts: 64 envs open at once, each in a sandbox of its own, started and
+    # played from 8 threads. Before, sandboxes shared uid 65534's 64 processes (from ~31 envs tool
+    # calls failed with HTTP 500), and a sandbox started from a thread died when that thread ended.
+    from concurrent.futures import ThreadPoolExecutor
+
+    ids = sorted(GOLD)
+    picked = [ids[(i * 7) % len(ids)] for i in range(64)]
+    envs = [AWMEnv(scenarios=[t.split("/")[0]], tool_timeout=60) for t in picked]
+    try:
+        assert len({id(e._workspace.sandbox) for e in envs}) == 64
+
+        def play(pair):
+            env, task_id = pair
+            return _replay(env, task_id, GOLD[task_id]["calls"], GOLD[task_id]["final_answer"])[1]["success"]
+
+        with ThreadPoolExecutor(8) as pool:
+            wins = list(pool.map(play, zip(envs, picked)))
+        assert wins == [True] * 64
+    finally:
+        for env in envs:
+            env.close()
 
 
 def test_task_order_seeds_and_policies_are_deterministic():

@@ -20,9 +20,10 @@ import warnings
 
 import pytest
 
-from ttg_envs.envs.awm import AWMEnv, isolation
+from ttg_envs.envs.awm import AWMEnv
 from ttg_envs.envs.awm.policies import call_text
-from ttg_envs.envs.awm.runtime import SandboxError
+from ttg_envs.envs.awm.sandbox import host_bwrap as isolation
+from ttg_envs.envs.awm.sandbox.host_process import SandboxError
 from ttg_envs.wrappers import branch
 
 ATTACK_APP = r"""
@@ -40,7 +41,7 @@ def attempt(fn):
         return ["blocked", f"{type(exc).__name__}: {exc}"[:300]]
 
 def unguard():
-    sandbox = sys.modules["ttg_envs.envs.awm.sandbox"]
+    sandbox = sys.modules["ttg_envs.envs.awm.sandbox.inside_guard"]
     sandbox._Guard.__call__ = lambda *a: None
     for obj in gc.get_objects():
         if isinstance(obj, sandbox._Guard):
@@ -53,6 +54,12 @@ def bump():
         c.execute(text("UPDATE counter SET n = n + 1"))
     with engine.connect() as c:
         return {"n": c.execute(text("SELECT n FROM counter")).scalar()}
+
+@app.post("/stamp", operation_id="stamp")
+def stamp():  # a write no replay repeats: the clock's value
+    with engine.begin() as c:
+        c.execute(text("UPDATE counter SET n = :n"), {"n": time.time_ns() % 1_000_000_007})
+    return {"ok": True}
 
 @app.post("/memory", operation_id="bump_memory")
 def bump_memory():
@@ -91,6 +98,114 @@ def fork_bomb():
             error = f"{type(exc).__name__}: {exc}"
             break
     return {"started": started, "error": error}
+
+@app.get("/flood", operation_id="flood")
+def flood(kind: str):
+    unguard()
+    import threading
+    if kind == "zombies":  # a child that never reaps the children it forks, each of which exits at once
+        r, w = os.pipe()
+        if os.fork() == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            started, error = 0, None
+            for _ in range(300):
+                try:
+                    if os.fork() == 0:
+                        os._exit(0)
+                    started += 1
+                except OSError as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                    break
+            os.write(w, json.dumps({"started": started, "error": error}).encode())
+            time.sleep(30)
+            os._exit(0)
+        os.close(w)
+        return json.loads(os.read(r, 4096))
+    started, error = 0, None
+    for _ in range(300):
+        try:
+            if kind == "threads":
+                threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+            elif os.fork() == 0:
+                if kind == "sleepers":
+                    time.sleep(30)
+                os._exit(0)
+            started += 1
+        except (OSError, RuntimeError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            break
+    return {"started": started, "error": error}
+
+@app.get("/shout", operation_id="shout")
+def shout(mib: int):
+    chunk = b"x" * (1 << 20)  # no newline, ever
+    for _ in range(mib):
+        os.write(1, chunk)
+    return {"shouted": mib}
+
+@app.get("/tmp_files", operation_id="tmp_files")
+def tmp_files(write: str = ""):
+    unguard()
+    if write:
+        open(os.path.join("/tmp", write), "w").write("left for the next episode")
+    return {"files": sorted(os.listdir("/tmp"))}
+
+def _forked(n, work):
+    # Run work() in n forked children: the JSON each wrote before exiting or being killed.
+    unguard()
+    r, w = os.pipe()
+    for _ in range(n):
+        if os.fork() == 0:
+            os.close(r)
+            try:
+                os.write(w, (json.dumps(work()) + "\n").encode())
+            finally:
+                os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        return [json.loads(line) for line in f]
+
+@app.get("/hog", operation_id="hog")
+def hog(children: int, mib: int):
+    def work():
+        block = b"\1" * (mib << 20)  # every page written
+        time.sleep(3)  # held while the others allocate
+        return len(block)
+    return {"held": len(_forked(children, work))}
+
+@app.get("/spin", operation_id="spin")
+def spin(children: int, seconds: float):
+    def work():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return time.process_time()
+    return {"cpu": sum(_forked(children, work))}
+
+@app.get("/syscalls", operation_id="syscalls")
+def syscalls():
+    def work():  # in a one-thread child (unshare refuses a process with threads anyway)
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        out = {}
+        for name, call in (("unshare_user", lambda: libc.unshare(0x10000000)), ("ptrace_traceme", lambda: libc.ptrace(0, 0, 0, 0)),
+                           ("keyctl", lambda: libc.syscall(250, 0, -3, 0))):
+            ctypes.set_errno(0)
+            result = call()
+            out[name] = "blocked" if result == -1 and ctypes.get_errno() == 1 else f"done ({result}, errno {ctypes.get_errno()})"
+        return out
+    return _forked(1, work)[0]
+
+@app.get("/spray", operation_id="spray")
+def spray(files: int, kib: int):
+    unguard()
+    with engine.begin() as c:
+        c.execute(text("UPDATE counter SET n = n + 100"))
+    block = b"x" * (kib << 10)
+    for i in range(files):
+        with open(f"spray-{i}", "wb") as f:
+            f.write(block)
+    return {"sprayed": files}
 
 @app.get("/signal", operation_id="signal")
 def send_signal(pid: int):
@@ -375,8 +490,11 @@ def test_a_forked_grandchild_does_not_outlive_its_app(side):
     while not _processes_with(token) and time.time() < deadline:
         time.sleep(0.05)
     assert _processes_with(token), "the grandchild should run during the episode"
+    # As root the sandbox's own leased uid; otherwise the caller, mapped in the sandbox's user namespace.
+    uid = env.unwrapped._workspace.sandbox.uid if os.geteuid() == 0 else os.getuid()
+    assert uid != 0
     for pid in _processes_with(token):
-        assert os.stat(f"/proc/{pid}").st_uid == isolation.SANDBOX_UID
+        assert os.stat(f"/proc/{pid}").st_uid == uid
     side.stop()
     deadline = time.time() + 5
     while _processes_with(token) and time.time() < deadline:
@@ -390,6 +508,125 @@ def test_process_count_is_capped(side):
     env = side.open()
     out = _call(env, "fork_bomb")
     assert out["started"] < 64 and "Resource temporarily unavailable" in out["error"]
+    side.stop()
+    side.intact()
+
+
+@pytest.mark.parametrize("kind", ["sleepers", "zombies", "threads"])
+def test_one_envs_processes_never_starve_another(dataset, kind):
+    # Blocked by a process count per sandbox: as root one leased uid each (RLIMIT_NPROC counts per
+    # uid), otherwise one user namespace each. Before, all sandboxes shared uid 65534's 64 processes.
+    with AWMEnv(path=dataset, tool_timeout=20, state_in_database=True) as victim, AWMEnv(path=dataset, tool_timeout=20) as hostile:
+        _fresh(victim)
+        _fresh(hostile)
+        assert victim._workspace.sandbox is not hostile._workspace.sandbox
+        out = _call(hostile, "flood", kind=kind)
+        assert isinstance(out, dict) and out["started"] < 64 and out["error"], out  # it hit its own sandbox's cap...
+        _fresh(victim)  # ...and the other env forks, starts threads and branches as before
+        assert _call(victim, "bump") == {"n": 1}
+        with branch(victim, "snapshot") as child:
+            assert _call(child, "bump") == {"n": 2}
+        with AWMEnv(path=dataset, tool_timeout=20) as third:  # a new sandbox starts too
+            _fresh(third)
+            assert _call(third, "bump") == {"n": 1}
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
+
+
+def test_output_without_newlines_does_not_grow_the_host(env):
+    # Blocked by reading the sandbox's stdout in chunks and keeping only its last OUTPUT_BYTES.
+    from ttg_envs.envs.awm.sandbox.host_process import OUTPUT_BYTES
+
+    _fresh(env)
+    _call(env, "bump")
+    before = _rss()
+    assert _call(env, "shout", mib=128) == {"shouted": 128}  # returns once the host has read all but a pipe's worth
+    zygote = env._workspace.zygote
+    time.sleep(0.2)
+    assert _rss() - before < 32 << 20 and len(zygote._output) <= OUTPUT_BYTES and zygote.output.endswith("x")
+    _fresh(env)
+    assert _call(env, "bump") == {"n": 1}
+
+
+def test_tmp_is_cleared_at_reset_and_in_the_pool(dataset):
+    # Blocked by the fork server clearing the sandbox's /tmp at a reset (no branch using it) and when
+    # the sandbox goes to the pool: one episode's app leaves nothing there for the next.
+    with AWMEnv(path=dataset, tool_timeout=20) as first:
+        _fresh(first)
+        assert "planted" in _call(first, "tmp_files", write="planted")["files"]
+        _fresh(first)
+        assert "planted" not in _call(first, "tmp_files")["files"]
+        _call(first, "tmp_files", write="planted")
+        sandbox = first._workspace.sandbox
+    with AWMEnv(path=dataset, tool_timeout=20) as second:
+        assert second._workspace.sandbox is sandbox  # pooled
+        _fresh(second)
+        assert "planted" not in _call(second, "tmp_files")["files"]
+
+
+@pytest.fixture
+def bounded_sandbox(dataset, monkeypatch):
+    """A new env whose sandbox's cgroup allows 0.2 cores and 256 MiB; skipped where no cgroup can be made."""
+    from ttg_envs.envs.awm.env import _Sandbox, close_idle_sandboxes
+    from ttg_envs.envs.awm.sandbox import host_cgroup
+
+    monkeypatch.setattr(_Sandbox, "_pool", {})  # a new sandbox, made with these totals
+    monkeypatch.setattr(host_cgroup, "CPUS", 0.2)
+    monkeypatch.setattr(host_cgroup, "MEMORY_BYTES", 256 << 20)
+    with AWMEnv(path=dataset, tool_timeout=30, state_in_database=True) as env:
+        if env._workspace.sandbox.cgroup is None:
+            pytest.skip("no writable cgroup with cpu, memory and pids here (the host is not root, or is in a container)")
+        _fresh(env)
+        yield env
+    close_idle_sandboxes()  # this test's pool
+
+
+def test_the_sandboxs_memory_is_bounded_in_all(bounded_sandbox):
+    # Blocked by the sandbox's memory cgroup: children each far below their own address-space limit
+    # cannot add up past the sandbox's total; the OOM killer stops one of them, not the host.
+    out = _call(bounded_sandbox, "hog", children=3, mib=128)
+    assert not isinstance(out, dict) or out["held"] < 3, out
+    _fresh(bounded_sandbox)
+    assert _call(bounded_sandbox, "bump") == {"n": 1}
+
+
+def test_the_sandboxs_cpu_is_bounded_in_all(bounded_sandbox):
+    # Blocked by the sandbox's CPU quota: two processes spinning for 2 s get 0.2 cores between them.
+    out = _call(bounded_sandbox, "spin", children=2, seconds=2)
+    assert isinstance(out, dict) and out["cpu"] < 0.2 * 2 + 0.3, out
+    assert _call(bounded_sandbox, "bump") == {"n": 1}
+
+
+def test_exposed_kernel_calls_are_refused(side):
+    # Blocked by the seccomp filter bwrap installs (sandbox/host_seccomp.py): EPERM, even with the guard off.
+    from ttg_envs.envs.awm.sandbox import host_seccomp
+
+    if host_seccomp.program() is None:
+        pytest.skip("the seccomp program is built for x86-64 only")
+    out = _call(side.open(), "syscalls")
+    assert out == {"unshare_user": "blocked", "ptrace_traceme": "blocked", "keyctl": "blocked"}, out
+    side.stop()
+    side.intact()
+
+
+@pytest.mark.parametrize("what", ["bytes", "files"])
+def test_the_sandboxs_files_are_bounded_in_all(side, monkeypatch, what):
+    # Blocked by the check after each tool call (host_folder.DISK_BYTES / DISK_FILES): the step is
+    # invalid and names the bound, the app is stopped, its files but the database are removed.
+    from ttg_envs.envs.awm.sandbox import host_folder
+
+    monkeypatch.setattr(host_folder, "DISK_BYTES", 4 << 20)
+    monkeypatch.setattr(host_folder, "DISK_FILES", 100)
+    env = side.open()
+    folder = env.unwrapped._workspace.folder.path
+    files, kib = (40, 256) if what == "bytes" else (300, 0)
+    obs, _, _, _, info = env.step(call_text("spray", {"files": files, "kib": kib}))
+    assert info["action_valid"] is False and "the bound is 4194304 bytes and 100 entries" in obs, obs
+    assert not [n for n in os.listdir(folder) if n.startswith("spray-")]
+    assert _call(env, "bump") == {"n": side.base + 101}  # the call's database writes stay; a new app serves them
     side.stop()
     side.intact()
 
@@ -498,12 +735,10 @@ def test_resource_limits_are_hard(side):
 
 def test_the_private_tmp_is_bounded(side):
     # Blocked by the tmpfs size bwrap gives /tmp: files below the per-file limit cannot add up past it.
-    from ttg_envs.envs.awm.isolation import TMP_BYTES
-
     env = side.open()
     out = _call(env, "fill_tmp")
     assert isinstance(out, dict), out
-    assert out["written"] <= TMP_BYTES and "No space left on device" in out["error"], out
+    assert out["written"] <= isolation.TMP_BYTES and "No space left on device" in out["error"], out
     side.intact()
 
 
@@ -607,7 +842,7 @@ from fastapi import FastAPI
 app = FastAPI()
 
 def unguard():
-    sandbox = sys.modules["ttg_envs.envs.awm.sandbox"]
+    sandbox = sys.modules["ttg_envs.envs.awm.sandbox.inside_guard"]
     sandbox._Guard.__call__ = lambda *a: None
     for obj in gc.get_objects():
         if isinstance(obj, sandbox._Guard):
@@ -703,11 +938,81 @@ def test_missing_bwrap_refuses_with_one_clear_error(dataset, monkeypatch):
 
 def test_a_python_under_tmp_is_bound_over_the_private_tmp(monkeypatch, tmp_path):
     """A CI clone's venv under /tmp must stay visible: the tmpfs on /tmp is mounted before the Python binds."""
-    from ttg_envs.envs.awm import isolation
-
     monkeypatch.setattr(isolation, "_python_roots", lambda: ["/tmp/ci-clone/.venv", "/usr/lib/python3"])
-    argv = isolation.bwrap_command(tmp_path, ["python", "-c", "pass"])
+    argv = isolation.bwrap_command(tmp_path, ["python", "-c", "pass"], isolation.UID_BASE)
     tmpfs = argv.index("--tmpfs")
     assert argv[tmpfs + 1] == "/tmp"
     bind = max(i for i, a in enumerate(argv) if a == "--ro-bind" and argv[i + 1] == "/tmp/ci-clone/.venv")
     assert tmpfs < bind
+
+
+def _subprocess_env() -> dict[str, str]:
+    # The package this test imports, wherever the child's interpreter looks first.
+    import ttg_envs
+
+    root = os.path.dirname(os.path.dirname(os.path.realpath(ttg_envs.__file__)))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+
+
+def test_a_python_reached_through_a_symlink_starts_the_sandbox(tmp_path):
+    # Handled by mounting real paths and starting the interpreter by its real folder (it was
+    # `setpriv: failed to execute <the symlink's path>`).
+    link = tmp_path / "venv-link"
+    link.symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
+    python = link / "bin" / os.path.basename(sys.executable)
+    code = (
+        "import sys; from ttg_envs.envs.awm import AWMEnv; from ttg_envs.envs.awm.policies import call_text\n"
+        "assert sys.executable.startswith(sys.argv[1]), sys.executable\n"
+        "with AWMEnv(scenarios=['crm_1']) as env:\n"
+        "    env.reset(options={'task_id': 'crm_1/0'})\n"
+        "    print(env.step(call_text('list_deals', {}))[4]['action_valid'])\n"
+    )
+    done = subprocess.run([str(python), "-c", code, str(link)], capture_output=True, text=True, timeout=180, env=_subprocess_env())
+    assert done.returncode == 0 and done.stdout.split()[-1:] == ["True"], done.stderr[-2000:]
+
+
+def test_a_killed_hosts_folders_are_removed_at_the_next_start():
+    # Handled by an flock each host holds on its sandbox folders: the next env's start deletes the
+    # folders whose lock it can take (their host is gone; before, a 101 MB folder stayed in /tmp).
+    code = (
+        "import time; from ttg_envs.envs.awm import AWMEnv\n"
+        "env = AWMEnv(scenarios=['crm_1']); env.reset(options={'task_id': 'crm_1/0'})\n"
+        "print(env._workspace.sandbox.folder.path, flush=True); time.sleep(300)\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=_subprocess_env())
+    try:
+        from pathlib import Path
+
+        folder = Path(host.stdout.readline().strip())
+        assert folder.is_dir() and any(folder.iterdir())
+    finally:
+        host.kill()
+        host.wait()
+    assert folder.is_dir()  # the host died with -9: nothing of it could clean up
+    with AWMEnv(scenarios=["crm_1"]) as env:
+        assert env._workspace.sandbox.folder.path != folder
+    assert not folder.exists()
+
+
+def test_a_diverging_replay_falls_back_to_a_fork_else_every_candidate_is_invalid(dataset):
+    # Handled by TextEnv.branch (a diverged replay falls back to the env's fallback snapshot: AWM
+    # forks the running app) and GuidedSelector (no branch at all: each candidate -inf, with why).
+    from ttg_envs import BranchDivergenceError
+    from ttg_envs.agents import GuidedSelector
+
+    with AWMEnv(path=dataset, tool_timeout=20) as env:  # apps from files: branches replay
+        _fresh(env)
+        assert _call(env, "stamp") == {"ok": True}
+        n = _call(env, "bump")["n"]
+        with branch(env) as child:  # its replay wrote another clock value: the running app is forked instead
+            assert child.unwrapped._workspace.app is not None
+            assert _call(child, "bump") == {"n": n + 1}
+        assert _call(env, "bump") == {"n": n + 1}
+        env._workspace.stop_app()  # no running app to fork, and the replay still diverges
+        with pytest.raises(BranchDivergenceError):
+            branch(env)
+        selector = GuidedSelector(actor=None, k=2)
+        chosen = selector.choose(env, [call_text("bump", {}), call_text("bump_memory", {})])
+        assert chosen.text == call_text("bump", {}) and selector.last.deltas == [float("-inf")] * 2
+        assert "different engine state" in selector.last.branch_error
+        assert _call(env, "bump") == {"n": n + 2}  # the episode itself goes on

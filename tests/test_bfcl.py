@@ -267,3 +267,20 @@ def test_arbitrary_strings_raise_nothing(mt_env, text):
     assert isinstance(obs, str) and obs
     if not info["action_valid"]:
         assert info["error"]
+
+
+def test_the_two_scorings_are_strategies_chosen_once_and_the_opening_is_a_hook():
+    import inspect
+
+    from ttg_envs.envs.bfcl import env as env_module
+    from ttg_envs.envs.bfcl import policies
+    from ttg_envs.envs.bfcl.scoring import LenientScoring, OfficialScoring
+
+    source = inspect.getsource(env_module) + inspect.getsource(policies)
+    assert ".official" not in source.replace("def official", "") and 'scoring == "official"' not in source
+    assert "reset" not in vars(BFCLEnv)  # the first-turn conversation comes through TextEnv._opening_messages
+    lenient, official = BFCLEnv("simple_python", scoring="lenient"), BFCLEnv("simple_python", model_style="prompting")
+    assert isinstance(lenient.scoring_rule, LenientScoring) and not lenient.official
+    assert isinstance(official.scoring_rule, OfficialScoring) and official.official and official.scoring_rule.prompting
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        BFCLEnv("simple_python", scoring="strict")

@@ -94,5 +94,5 @@ def test_demo_and_train_flags_default_to_their_configs():
     }
     train = vars(parse("train"))
     assert all(train[f.name] == f.default for f in fields(LaunchConfig) if f.name != "resume")
-    shared = {f.name for f in fields(TrainConfig)} & set(train) - {"history", "env_kwargs"}  # mapped: as_window, json
+    shared = {f.name for f in fields(TrainConfig)} & set(train) - {"window_turns", "env_kwargs"}  # mapped: as_window, json
     assert shared and all(train[name] == getattr(TrainConfig(), name) for name in shared)

@@ -288,7 +288,7 @@ def test_hgpo_by_hand():
 
 def test_hgpo_level_zero_only_is_gigpo():
     keys = [["s", "m", "x"], ["t", "m", "x"], ["s", "m"]]
-    for a, b in zip(hgpo([1, 0, 0.5], keys, history=0), gigpo([1, 0, 0.5], keys), strict=False):
+    for a, b in zip(hgpo([1, 0, 0.5], keys, context=0), gigpo([1, 0, 0.5], keys), strict=False):
         np.testing.assert_allclose(a, b)
 
 
@@ -514,7 +514,7 @@ def test_batched_baselines_match_per_group(trajs, history):
         results = {
             "grpo": grpo(member_rewards, [lengths[i] for i in members]),
             "gigpo": gigpo(member_rewards, member_keys),
-            "hgpo": hgpo(member_rewards, member_keys, history=history),
+            "hgpo": hgpo(member_rewards, member_keys, context=history),
         }
         for name, values in results.items():
             for i, v in zip(members, values, strict=False):
@@ -523,7 +523,7 @@ def test_batched_baselines_match_per_group(trajs, history):
     got = {
         "grpo": batched_grpo(rewards, groups, lengths, dtype=torch.float64),
         "gigpo": batched_gigpo(rewards, groups, lengths, keys, dtype=torch.float64),
-        "hgpo": batched_hgpo(rewards, groups, lengths, keys, history=history, dtype=torch.float64),
+        "hgpo": batched_hgpo(rewards, groups, lengths, keys, context=history, dtype=torch.float64),
     }
     for name in got:
         np.testing.assert_allclose(got[name].numpy(), _pad(expected[name], width, 0.0, float), atol=1e-5)

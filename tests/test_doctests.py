@@ -11,6 +11,8 @@ import pytest
 MODULES = (
     "ttg_envs.registry",
     "ttg_envs.credit",
+    "ttg_envs.tools",
+    "ttg_envs.tools.react",
     "ttg_envs.chat_client",
     "ttg_envs.wrappers.stack",
     "ttg_envs.meters.encoder",

@@ -48,14 +48,14 @@ def test_bundled_alfworld_tasks_load_and_play_without_the_generator():
     code = (
         "import sys, gymnasium as gym, ttg_envs; env = gym.make('ttg/ALFWorld-v0', split='valid_seen'); "
         "env.reset(seed=0, options={'task_index': 0}); "
-        "print('ttg_envs.envs.alfworld.generator' in sys.modules)"
+        "print('ttg_envs.datagen.alfworld' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split()[-1] == "False"
 
 
 def test_the_generator_orders_the_same_task_types():
-    gen = pytest.importorskip("ttg_envs.envs.alfworld.generator")
+    gen = pytest.importorskip("ttg_envs.datagen.alfworld")
     from ttg_envs.envs.alfworld.tasks import TASK_TYPES
 
     assert sorted(gen.GENERATION_ORDER) == sorted(TASK_TYPES) and gen.SPLITS == env_spec("ttg/ALFWorld-v0").splits

@@ -12,14 +12,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ttg_envs"
 
 #: Lowest first. A module may import its own unit and the units of lower layers; units that share
 #: a layer do not import each other. ``ttg_envs`` itself (the package root) registers the envs.
+#: A unit is a top-level module or package, or a module of one named here (``tools.env``: the
+#: ``ToolEnv`` base, a ``TextEnv``, above ``core``, which reads ReAct parsing from ``tools``).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_optional", "_io", "info_fields", "bars", "credit", "registry", "core", "cli_args"),
-    ("tools", "tokenization"),
+    ("_optional", "_io", "info_fields", "bars", "credit", "registry", "cli_args", "tools"),
+    ("core",),
+    ("tools.env", "tokenization"),
     ("model_spec", "_vllm_engine", "chat_client"),
     ("meters", "retrieval"),
     ("envs",),
     ("__init__",),
-    ("wrappers",),
+    ("wrappers", "datagen"),
     ("agents", "serve"),
     ("runner",),
     ("training",),
@@ -31,6 +34,8 @@ LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 
 def _unit(module: str) -> str:
     parts = module.split(".")
+    if ".".join(parts[1:3]) in LAYER_OF:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else "__init__"
 
 
@@ -80,6 +85,8 @@ def backward_imports(root: Path = PACKAGE) -> list[str]:
         for line, module in _imports(path, root):
             there = _unit(module)
             assert there in LAYER_OF, f"{rel}:{line}: imports {module}, whose unit {there!r} is in no layer"
+            if path.name == "__init__.py" and module.startswith(f"{name}."):
+                continue  # a package re-exporting its own modules
             if there != here and LAYER_OF[there] >= LAYER_OF[here]:
                 bad.append(f"{rel}:{line}: {here} (layer {LAYER_OF[here]}) imports {module} (layer {LAYER_OF[there]})")
     return bad
@@ -139,5 +146,12 @@ def test_the_checks_catch_a_backward_import_and_a_cycle(tmp_path):
     (fake / "meters" / "answer.py").write_text("from .base import Estimate\n")
     (fake / "meters" / "base.py").write_text("def f():\n    from .answer import parse_answer\n")
     (fake / "training.py").write_text("")
-    assert backward_imports(fake) == ["ttg_envs/core.py:1: core (layer 0) imports ttg_envs.training (layer 9)"]
+    (fake / "tools").mkdir()
+    (fake / "tools" / "__init__.py").write_text("from .env import ToolEnv\n")
+    (fake / "tools" / "env.py").write_text("")
+    (fake / "tools" / "parsing.py").write_text("from .env import ToolEnv\n")
+    assert backward_imports(fake) == [
+        "ttg_envs/core.py:1: core (layer 1) imports ttg_envs.training (layer 10)",
+        "ttg_envs/tools/parsing.py:1: tools (layer 0) imports ttg_envs.tools.env (layer 2)",
+    ]
     assert import_cycles(fake) == [["ttg_envs.meters.answer", "ttg_envs.meters.base"]]

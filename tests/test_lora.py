@@ -84,12 +84,17 @@ def test_adapter_folder_loads_by_spec_and_merged_export_matches(tokenizer, tmp_p
         torch.testing.assert_close(merged(input_ids=_ids(tokenizer)).logits, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_ttg_train_refuses_vllm_rollouts_of_a_lora_policy(capsys):
+def test_ttg_train_vllm_rollouts_of_a_lora_policy_name_the_extra(capsys, monkeypatch, tmp_path):
+    """``--rollout vllm`` with ``--lora-r`` is wired (tests/test_vllm_training.py runs it); without vLLM it is a one-line error."""
+    import sys
+
     from ttg_envs.cli import main
 
-    args = ["train", "--model", "tiny", "--meter", "turns", "--lora-r", "4", "--rollout", "vllm", "--steps", "1", "--out", "/nonexistent/x"]
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
+    args = ["train", "--model", "tiny", "--meter", "turns", "--lora-r", "4", "--rollout", "vllm", "--steps", "1", "--out", str(tmp_path)]
     assert main(args) == 2
-    assert "vLLM rollouts of a LoRA policy are not wired" in capsys.readouterr().err
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("ttg: error:") and "'vllm' extra" in last
 
 
 # ------------------------------------------------------------------------------ SmolLM2-135M on the CPU

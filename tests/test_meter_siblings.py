@@ -106,6 +106,25 @@ def test_pair_loss_by_hand():
     assert empty.item() == 0.0
 
 
+def test_rank_loss_by_hand():
+    torch = pytest.importorskip("torch")
+    from ttg_envs.training.meter.regression import RANK_TEMPERATURE, _rank_loss
+
+    sibling = torch.tensor([2.0, 1.0, 0.5, 0.3])
+    child = torch.tensor([1.9, 1.2, 0.0, 0.1])
+    # Targets: sibling above by 0.5 (predicted above by 0.1), sibling below by 1 (predicted below by
+    # 0.2), equal (no order: skipped), NaN (skipped).
+    loss = _rank_loss(sibling, child, torch.tensor([3.0, 1.0, 2.0, math.nan]), torch.tensor([2.5, 2.0, 2.0, 0.0]), torch)
+    softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    assert loss.item() == pytest.approx((softplus(-0.1 / RANK_TEMPERATURE) + softplus(-0.2 / RANK_TEMPERATURE)) / 2, rel=1e-5)
+    # A wrong order costs more than a right one by the same gap.
+    wrong = _rank_loss(torch.tensor([1.0]), torch.tensor([1.1]), torch.tensor([3.0]), torch.tensor([2.5]), torch)
+    right = _rank_loss(torch.tensor([1.1]), torch.tensor([1.0]), torch.tensor([3.0]), torch.tensor([2.5]), torch)
+    assert wrong.item() > 10 * right.item()
+    empty = _rank_loss(sibling, child, torch.tensor([2.0] * 4), torch.tensor([2.0] * 4), torch)
+    assert empty.item() == 0.0
+
+
 def test_training_with_siblings_moves_a_no_op_above_the_step_taken(recorded, one_torch_thread):
     """The pair loss teaches the comparison: after training, each sibling's predicted TTG sits above
     the trajectory's own next state's wherever the expert's step shortened the plan."""
@@ -146,22 +165,50 @@ def test_siblings_need_expert_targets_and_the_whole_history(recorded):
             train_encoder_meter(meter, trajectories, rc, progress=False)
 
 
-def test_extend_equals_reading_the_longer_history(one_torch_thread):
+@pytest.mark.parametrize("budget_aware, carry_gate", [(False, False), (True, False), (True, True)])
+def test_extend_equals_reading_the_longer_history(one_torch_thread, budget_aware, carry_gate):
     torch = pytest.importorskip("torch")
     from ttg_envs.meters.encoder import build_model
     from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
     tokenizer = train_wordpiece_tokenizer(["go to desk 1"] * 10, vocab_size=100)
-    for budget_aware in (False, True):
-        model = build_model(tiny_encoder(tokenizer, hidden=16, max_tokens=32), 16, budget_aware=budget_aware).eval()
-        vectors = torch.randn(2, 6, 16)
-        turns = torch.tensor([[9, 8, 7, 6, 5, 4]] * 2) if budget_aware else None
-        with torch.no_grad():
-            full, states = model(vectors, torch.tensor([6, 6]), turns, return_states=True)
-            short = model(vectors[:, :4], torch.tensor([4, 4]), None if turns is None else turns[:, :4], return_states=True)[1]
-            step = model.extend(short[:, 3], vectors[:, 4], None if turns is None else turns[:, 4])
-        assert torch.allclose(step, full[:, 4], atol=1e-5)
-        assert torch.allclose(short[:, 3], states[:, 3], atol=1e-6)
+    model = build_model(tiny_encoder(tokenizer, hidden=16, max_tokens=32), 16, budget_aware=budget_aware, carry_gate=carry_gate).eval()
+    vectors = torch.randn(2, 6, 16)
+    turns = torch.tensor([[9, 8, 7, 6, 5, 4]] * 2) if budget_aware else None
+    with torch.no_grad():
+        full, states, _ = model(vectors, torch.tensor([6, 6]), turns, return_states=True)
+        short, short_states, _ = model(vectors[:, :4], torch.tensor([4, 4]), None if turns is None else turns[:, :4], return_states=True)
+        step = model.extend(short_states[:, 3], vectors[:, 4], None if turns is None else turns[:, 4], short[:, 3, 1])
+    assert full.shape == (2, 6, 2)
+    assert torch.allclose(step, full[:, 4], atol=1e-5)
+    assert torch.allclose(short_states[:, 3], states[:, 3], atol=1e-6)
+
+
+def test_a_carry_gate_carries_the_previous_estimate(one_torch_thread):
+    """v_t = g v_{t-1} + (1 - g) raw_t, worked by hand from the raw head outputs."""
+    torch = pytest.importorskip("torch")
+    from ttg_envs.meters.encoder import build_model
+    from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
+
+    tokenizer = train_wordpiece_tokenizer(["go to desk 1"] * 10, vocab_size=100)
+    model = build_model(tiny_encoder(tokenizer, hidden=16, max_tokens=32), 16, carry_gate=True).eval()
+    raw = torch.tensor([[[0.5, 2.0, 0.0], [0.1, 5.0, 100.0], [0.2, 1.0, -100.0], [0.3, 4.0, 0.0]]])
+    out, gate = model._carry(raw)
+    assert out[0, :, 0].tolist() == pytest.approx([0.5, 0.1, 0.2, 0.3])
+    # 2 (first), carried (gate ~1): 2, replaced (gate ~0): 1, half and half: (1 + 4) / 2.
+    assert out[0, :, 1].tolist() == pytest.approx([2.0, 2.0, 1.0, 2.5], abs=1e-6)
+    assert gate.tolist() == [[0.0, 100.0, -100.0, 0.0]]
+    with pytest.raises(ValueError, match="previous estimates"):
+        model.extend(torch.zeros(1, 16), torch.zeros(1, 16))
+
+
+def test_gate_labels_by_hand():
+    torch = pytest.importorskip("torch")
+    from ttg_envs.training.meter.regression import _gate_labels
+
+    y = torch.tensor([1.0, 2.0, math.nan, 3.0])
+    labels, known = _gate_labels(y, torch.tensor([1.0, 1.5, 2.0, math.nan]), torch)
+    assert labels.tolist()[:2] == [1.0, 0.0] and known.tolist() == [True, True, False, False]
 
 
 def test_train_meter_command_with_noop_siblings(tiny_game, tmp_path, capsys):

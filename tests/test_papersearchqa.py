@@ -13,6 +13,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ttg_envs.datagen.papersearchqa import write_bundle
 from ttg_envs.envs.papersearchqa import (
     PaperSearchQAEnv,
     exact_match,
@@ -21,7 +22,6 @@ from ttg_envs.envs.papersearchqa import (
     parse_search_action,
 )
 from ttg_envs.envs.papersearchqa.data import BUNDLED_DATA_DIR
-from ttg_envs.envs.papersearchqa.generator import write_bundle
 from ttg_envs.envs.papersearchqa.policies import make_policy
 from ttg_envs.retrieval import load_corpus, make_retriever
 from ttg_envs.retrieval.server import RetrievalServer

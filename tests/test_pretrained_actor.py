@@ -28,7 +28,7 @@ def actor():
 
 
 def test_smollm2_loads_by_spec_and_counts_exact_tokens(actor):
-    assert actor.window.history == 2 and actor.window.max_prompt_tokens == 2048
+    assert actor.window.turns == 2 and actor.window.max_prompt_tokens == 2048
     env = TokenCounter(gym.make("ttg/ALFWorld-v0", split="valid_seen"), tokenizer=actor.tokenizer)
     env.reset(seed=0, options={"task_index": 0})
     selector = NaturalSelector(actor)

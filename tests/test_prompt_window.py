@@ -21,11 +21,11 @@ def contents(messages) -> list[str]:
 
 
 def test_last_two_turns_worked_by_hand():
-    kept = PromptWindow(history=2).select(transcript(4))
+    kept = PromptWindow(turns=2).select(transcript(4))
     assert contents(kept) == ["sys", "task", "a3", "o3", "a4", "o4"]
-    assert contents(PromptWindow(history=0).select(transcript(4))) == ["sys", "task", "o4"]
+    assert contents(PromptWindow(turns=0).select(transcript(4))) == ["sys", "task", "o4"]
     assert contents(PromptWindow().select(transcript(2))) == contents(transcript(2))
-    assert contents(PromptWindow(history=2).select(transcript(0))) == ["sys", "task"]
+    assert contents(PromptWindow(turns=2).select(transcript(0))) == ["sys", "task"]
 
 
 def test_budget_drops_oldest_turns_first():
@@ -51,11 +51,11 @@ def test_tool_observations_stay_with_their_turn():
 def test_named_windows():
     assert as_window("paper") == PAPER_E5 == PromptWindow(2, 2048)
     assert as_window(None).is_full and as_window("full").is_full
-    assert as_window(3) == as_window("3") == PromptWindow(history=3)
+    assert as_window(3) == as_window("3") == PromptWindow(turns=3)
     with pytest.raises(ValueError, match="unknown prompt window"):
         as_window("last-two")
     with pytest.raises(ValueError):
-        PromptWindow(history=-1)
+        PromptWindow(turns=-1)
 
 
 @given(turns=st.integers(0, 12), history=st.one_of(st.none(), st.integers(0, 14)), budget=st.one_of(st.none(), st.integers(1, 30)))

@@ -278,3 +278,12 @@ def test_arbitrary_strings_raise_nothing(telecom_env, text):
     assert isinstance(obs, str)
     if not info["action_valid"]:
         assert info["error"]
+
+
+def test_the_greeting_opens_the_transcript_through_the_hook():
+    assert "reset" not in vars(Tau2Env)
+    env = Tau2Env(domain="retail", user="gold")
+    env.reset(seed=0, options={"task_index": 0})
+    roles = [m["role"] for m in env.messages]
+    assert roles[0] == "system" and roles[1] == "assistant" and roles[-1] == "user"
+    env.close()

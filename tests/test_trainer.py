@@ -260,38 +260,6 @@ def test_ttg_train_command_runs_and_resumes(tmp_path, capsys):
     assert steps == [1, 2]
 
 
-def _vllm_or_skip():
-    pytest.importorskip("vllm")
-    from vllm.platforms import current_platform
-
-    if current_platform.is_unspecified():
-        pytest.skip("vLLM finds no device it was built for (a GPU build on a machine without a GPU)")
-
-
-def test_vllm_generator_follows_the_policy_weights(tmp_path, tokenizer):
-    _vllm_or_skip()
-    from ttg_envs.training.actor.rollout import VLLMGenerator
-
-    model = tiny_causal_lm(tokenizer, hidden=128, layers=1, heads=2)  # vLLM's CPU attention wants head_dim 64
-    model.save_pretrained(tmp_path / "policy")
-    tokenizer.save_pretrained(tmp_path / "policy")
-    generator = VLLMGenerator(str(tmp_path / "policy"), dtype="float32", enforce_eager=True, max_model_len=256)
-    prompt = tokenizer("Task 0: say anything.")["input_ids"]
-    torch.manual_seed(0)
-    first = generator.generate([prompt], 5, 1.0, 1.0)
-    torch.manual_seed(0)
-    assert generator.generate([prompt], 5, 1.0, 1.0) == first  # seeded through torch's RNG
-    # After a weight sync vLLM samples greedily what the updated transformers model prefers.
-    with torch.no_grad():
-        model.lm_head.weight.mul_(0).add_(torch.randn_like(model.lm_head.weight) * 5)
-    generator.load_weights(model)
-    greedy = generator.generate([prompt], 3, 0.0, 1.0)[0]
-    expected = model.generate(torch.tensor([prompt]), max_new_tokens=3, do_sample=False, pad_token_id=tokenizer.pad_token_id)[
-        0, len(prompt) :
-    ].tolist()
-    assert greedy == expected[: len(greedy)]
-
-
 def test_tiny_policy_has_a_head_dim_vllm_cpu_attention_supports():
     from ttg_envs.training.actor.launch import _tiny_policy
 
@@ -299,46 +267,15 @@ def test_tiny_policy_has_a_head_dim_vllm_cpu_attention_supports():
     assert model.config.head_dim in (32, 64)  # vLLM's CPU attention rejects 16
 
 
-def test_ttg_train_tiny_with_vllm_rollouts(tmp_path):
-    _vllm_or_skip()
-    from ttg_envs.cli import main
-
-    args = [
-        "train",
-        "--env",
-        ENV_ID,
-        "--model",
-        "tiny",
-        "--meter",
-        "turns",
-        "--rollout",
-        "vllm",
-        "--tasks-per-step",
-        "1",
-        "--group-size",
-        "2",
-        "--max-turns",
-        "2",
-        "--max-tokens-per-turn",
-        "4",
-        "--steps",
-        "1",
-        "--out",
-        str(tmp_path),
-    ]
-    assert main(args) == 0
-    assert json.loads((tmp_path / "metrics.jsonl").read_text())["step"] == 1
-
-
 def test_prompt_window_keeps_rollout_prompts_to_the_last_turn(tmp_path, tokenizer):
-    trainer = Trainer(_config(tmp_path, estimator="grpo", history=0, kl_coef=0.0), _model(tokenizer), tokenizer)
+    trainer = Trainer(_config(tmp_path, estimator="grpo", window_turns=0, kl_coef=0.0), _model(tokenizer), tokenizer)
     episodes = trainer.rollout(np.random.default_rng(0))
     full = Trainer(_config(tmp_path / "f", estimator="grpo", kl_coef=0.0), _model(tokenizer), tokenizer)
     full_episodes = full.rollout(np.random.default_rng(0))
     late = [len(p) for e in episodes for p in e.prompts[1:]]
     late_full = [len(p) for e in full_episodes for p in e.prompts[1:]]
     assert late and max(late) < max(late_full)
-    # history=0: every later prompt is the head plus the current observation, so all have one length per task
+    # window_turns=0: every later prompt is the head plus the current observation, so all have one length per task
     # (the tiny env's observation is always "again").
     for e in episodes:
         assert len({len(p) for p in e.prompts[1:]}) <= 1

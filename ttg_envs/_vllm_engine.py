@@ -19,10 +19,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["start_llm", "unguarded_main_script"]
+__all__ = ["LORA_RANKS", "adapter_rank", "lora_engine_kwargs", "start_llm", "unguarded_main_script"]
 
 log = logging.getLogger(__name__)
 IN_PROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
+#: The ranks vLLM's ``max_lora_rank`` accepts (vllm.config.lora.MaxLoRARanks, vLLM 0.32).
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def unguarded_main_script() -> Path | None:
@@ -61,3 +63,21 @@ def start_llm(vllm: ModuleType, owner: str, **kwargs: Any) -> Any:
         )
         os.environ[IN_PROCESS_VAR] = "0"
     return vllm.LLM(**kwargs)
+
+
+def lora_engine_kwargs(rank: int) -> dict[str, Any]:
+    """``vllm.LLM`` settings that serve LoRA adapters of rank ``rank``: ``enable_lora`` and the
+    smallest ``max_lora_rank`` vLLM accepts that holds it."""
+    fits = [r for r in LORA_RANKS if r >= rank]
+    if not fits:
+        raise ValueError(f"LoRA rank {rank} is above vLLM's largest max_lora_rank ({LORA_RANKS[-1]})")
+    return {"enable_lora": True, "max_lora_rank": fits[0]}
+
+
+def adapter_rank(folder: str | os.PathLike) -> int:
+    """The rank ``r`` of the peft adapter saved in ``folder`` (its ``adapter_config.json``)."""
+    import json
+
+    config = json.loads((Path(folder) / "adapter_config.json").read_text())
+    ranks = [config["r"], *(config.get("rank_pattern") or {}).values()]
+    return int(max(ranks))

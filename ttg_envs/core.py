@@ -9,13 +9,34 @@ actors and progress meters read. Subclasses plug a real engine in through a hand
 from __future__ import annotations
 
 import copy
-import re
 import string
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
 from gymnasium import spaces
+
+# ReAct parsing lives beside tool-call parsing; these names stay importable from here.
+from .tools.react import ACTION_FORMATS, REACT_FORMAT, ParsedAction, parse_lenient, parse_react
+from .tools.tags import ascii_lower, tag_blocks
+
+__all__ = [
+    "ACTION_FORMATS",
+    "MAX_ACTION_CHARS",
+    "MAX_OBSERVATION_CHARS",
+    "MAX_TEXT_CHARS",
+    "BranchDivergenceError",
+    "Generation",
+    "ParsedAction",
+    "StepOutcome",
+    "TextEnv",
+    "TextSpace",
+    "ascii_lower",
+    "cap_text",
+    "parse_lenient",
+    "parse_react",
+    "tag_blocks",
+]
 
 #: Upper bound on observation and action length in characters (the spaces' ``max_length``).
 MAX_TEXT_CHARS = 1 << 20
@@ -58,24 +79,11 @@ class Generation:
     token_ids: Sequence[int] | None = None
 
 
-@dataclass(frozen=True)
-class ParsedAction:
-    """The result of parsing assistant text: a ``command`` or an ``error`` saying what was wrong.
-
-    ``command`` is env-specific: a command string for ALFWorld, a list of tool calls for tool envs.
-    """
-
-    command: Any
-    error: str | None = None
-
-
-_REACT_FORMAT = "<think>your reasoning</think><action>one command</action>"
 #: Longest assistant response any env parses, in characters (``TextEnv.max_action_chars``); a
 #: longer one is an invalid step whose observation states the limit.
 MAX_ACTION_CHARS = 1 << 18
 #: Longest observation ``step`` returns (characters); a longer one is cut by :func:`cap_text`.
 MAX_OBSERVATION_CHARS = 1 << 17
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def cap_text(text: str, limit: int) -> str:
@@ -86,131 +94,6 @@ def cap_text(text: str, limit: int) -> str:
     head = limit // 2
     tail = limit - head
     return f"{text[:head]}\n[... {len(text) - limit} characters cut (the limit is {limit}) ...]\n{text[len(text) - tail :]}"
-
-
-def ascii_lower(text: str) -> str:
-    """``text`` with only A-Z lowered: same length, so indices into it are indices into ``text``."""
-    return text.translate(_ASCII_LOWER)
-
-
-def tag_blocks(text: str, open_tag: str, close_tag: str, lowered: str | None = None) -> list[tuple[int, int]]:
-    """``(start, end)`` of the body of each ``open_tag ... close_tag`` block, non-overlapping, left to right.
-
-    The body ends at the first ``close_tag`` after its ``open_tag``, as a lazy regex would match,
-    but in linear time: the scan stops at the first opening that is never closed. ``lowered``
-    (``ascii_lower(text)``) makes the tags match case-insensitively.
-    """
-    haystack = text if lowered is None else lowered
-    blocks, pos = [], 0
-    while True:
-        start = haystack.find(open_tag, pos)
-        if start < 0:
-            break
-        end = haystack.find(close_tag, start + len(open_tag))
-        if end < 0:
-            break
-        blocks.append((start + len(open_tag), end))
-        pos = end + len(close_tag)
-    return blocks
-
-
-def parse_react(text: str) -> ParsedAction:
-    """Parse ReAct-style output ``<think>...</think><action>...</action>`` into one command.
-
-    Exactly one non-empty ``<action>`` block is required; anything else is an error whose message
-    says what was wrong and what format is expected. Tags are case-insensitive. Linear time; never raises.
-    """
-    lowered = ascii_lower(text)
-    blocks = tag_blocks(text, "<action>", "</action>", lowered)
-    if not blocks:
-        if "<action>" in lowered:
-            why = "the <action> block is not closed with </action>"
-        else:
-            why = "no <action>...</action> block was found"
-        return ParsedAction(None, f"Invalid response: {why}. Answer as {_REACT_FORMAT}.")
-    if len(blocks) > 1:
-        return ParsedAction(
-            None, f"Invalid response: found {len(blocks)} <action> blocks, expected exactly one. Answer as {_REACT_FORMAT}."
-        )
-    start, end = blocks[0]
-    command = " ".join(text[start:end].split())
-    if not command:
-        return ParsedAction(None, f"Invalid response: the <action> block is empty. Answer as {_REACT_FORMAT}.")
-    return ParsedAction(command)
-
-
-#: ``action_format`` values of ReAct envs: the paper's tags only, or the lenient extras of :func:`parse_lenient`.
-ACTION_FORMATS = ("strict", "lenient")
-
-_LIST_MARKER = re.compile(r"^(?:[-*\u2022>]+|\(?\d{1,3}[.):])\s*")
-_ACTION_LABEL = re.compile(r"^(?:action|command|answer)\s*[:=-]\s*", re.IGNORECASE)
-
-
-def parse_lenient(text: str, commands: Sequence[str] | None = None) -> ParsedAction:
-    """:func:`parse_react`, plus two readings of a response without valid ``<action>`` tags.
-
-    With the tags missing or malformed, ``<think>`` blocks and any stray tags are set aside and
-
-    1. a response that names exactly one of ``commands`` (case-insensitive, as whole words: "go to
-       drawer 1" is not named by "go to drawer 10") is that command, in its canonical spelling;
-    2. otherwise, a response whose text is one line (list markers such as ``1.`` or ``-``, a label
-       such as ``Action:``, quotes and a final full stop removed) is that line as the command.
-
-    Anything else (two commands named, several lines, nothing) gets :func:`parse_react`'s error,
-    so a malformed response still says what the strict format is. Never raises.
-    """
-    strict = parse_react(text)
-    if strict.error is None:
-        return strict
-    body = _without_tags(text)
-    named = _named_commands(body, commands or ())
-    if len(named) == 1:
-        return ParsedAction(named[0])
-    if not named:
-        lines = [line for line in (_clean_line(raw) for raw in body.splitlines()) if line]
-        if len(lines) == 1:
-            return ParsedAction(lines[0])
-    return strict
-
-
-def _without_tags(text: str) -> str:
-    """``text`` without ``<think>...</think>`` blocks (an unclosed one runs to the end) and other tags."""
-    out, lower, start = [], text.lower(), 0
-    while True:
-        open_at = lower.find("<think>", start)
-        if open_at < 0:
-            out.append(text[start:])
-            break
-        out.append(text[start:open_at])
-        close_at = lower.find("</think>", open_at)
-        if close_at < 0:
-            break
-        start = close_at + len("</think>")
-    body = "".join(out)
-    for tag in ("<action>", "</action>", "<think>", "</think>"):
-        body = re.sub(re.escape(tag), " ", body, flags=re.IGNORECASE)
-    return body
-
-
-def _named_commands(body: str, commands: Sequence[str]) -> list[str]:
-    found = []
-    for command in dict.fromkeys(commands):
-        words = command.split()
-        if not words:
-            continue
-        pattern = r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)"
-        if re.search(pattern, body, re.IGNORECASE):
-            found.append(command)
-    # A command inside another named one ("look" inside "look at mug") is not a second choice.
-    return [c for c in found if not any(c != other and c.lower() in other.lower() for other in found)]
-
-
-def _clean_line(raw: str) -> str:
-    line = _ACTION_LABEL.sub("", _LIST_MARKER.sub("", raw.strip()))
-    line = line.strip().strip("`'\"").strip()
-    if line.endswith("."):
-        line = line[:-1]
-    return " ".join(line.split())
 
 
 @dataclass
@@ -250,7 +133,8 @@ class TextEnv(gym.Env[str, str]):
     - optionally ``_snapshot()``/``_restore(snapshot)`` for O(1) branching (default: replay),
       ``_adopt(branch)`` so that a guided step takes over its chosen branch (:meth:`offer_step`),
       ``parse_action`` for another action syntax, ``_invalid_outcome`` for a richer error turn,
-      ``known_commands`` (what lenient parsing may match) and ``system_prompt``.
+      ``known_commands`` (what lenient parsing may match), ``system_prompt`` and
+      ``_opening_messages`` (the transcript's first turns).
 
     ``action_format``: ``"strict"`` (the paper's protocol: one ``<action>`` block) or ``"lenient"``
     (see :func:`parse_lenient`), for envs that read ReAct tags.
@@ -320,10 +204,16 @@ class TextEnv(gym.Env[str, str]):
         """Make this (cloned) env's engine state equal to ``snapshot``."""
         raise NotImplementedError
 
+    def _fallback_snapshot(self) -> Any:
+        """A snapshot for :meth:`_restore` to branch from when a replay diverged, or None (the
+        divergence is raised). For engines whose replays are preferred but which can copy their
+        state now (AWM forks a running app, its memory included)."""
+        return None
+
     @property
     def system_prompt(self) -> str:
         """The system message that opens every transcript."""
-        return f"Reason inside <think> </think>, then give exactly one command as {_REACT_FORMAT}."
+        return f"Reason inside <think> </think>, then give exactly one command as {REACT_FORMAT}."
 
     def parse_action(self, text: str) -> ParsedAction:
         """Turn assistant text into a command (default: ReAct ``<action>`` tags; with
@@ -335,6 +225,10 @@ class TextEnv(gym.Env[str, str]):
     def known_commands(self) -> Sequence[str] | None:
         """The commands the engine accepts now, for lenient parsing (None: not known)."""
         return None
+
+    def _opening_messages(self, observation: str) -> list[dict[str, Any]]:
+        """The transcript after the system message at reset (default: the first observation as a user message)."""
+        return [{"role": "user", "content": observation}]
 
     def _invalid_outcome(self, error: str) -> StepOutcome:
         """The turn returned for a response that did not parse: the error is the observation."""
@@ -354,10 +248,7 @@ class TextEnv(gym.Env[str, str]):
         observation, extra = self._start(index)
         self.task_index = index
         self.task = task
-        self.messages = [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": observation},
-        ]
+        self.messages = [{"role": "system", "content": self.system_prompt}, *self._opening_messages(observation)]
         self.actions = []
         self.elapsed_steps = 0
         self.done = False
@@ -377,7 +268,7 @@ class TextEnv(gym.Env[str, str]):
             return adopted
         if not isinstance(text, str):
             text = "" if text is None else str(text)
-            outcome = self._invalid_outcome(f"Invalid response: expected text, got {type(action).__name__}. Answer as {_REACT_FORMAT}.")
+            outcome = self._invalid_outcome(f"Invalid response: expected text, got {type(action).__name__}. Answer as {REACT_FORMAT}.")
         elif len(text) > self.max_action_chars:
             outcome = self._invalid_outcome(
                 f"Invalid response: it is {len(text)} characters long; the limit is {self.max_action_chars} characters."
@@ -421,7 +312,9 @@ class TextEnv(gym.Env[str, str]):
         """An independent env in the same state, whose future equals this one's under the same actions.
 
         ``method="auto"`` uses the engine snapshot when the env has one and falls back to replay;
-        ``"replay"`` forces reset + replay of the action log, checked with ``state_key``.
+        ``"replay"`` forces reset + replay of the action log, checked with ``state_key``. Under
+        ``"auto"`` a replay that diverges falls back to the env's :meth:`_fallback_snapshot` where it
+        has one; else (and under ``"replay"``) it raises :class:`BranchDivergenceError`.
         """
         if self.task is None:
             raise gym.error.ResetNeeded("Cannot branch before reset().")
@@ -434,7 +327,14 @@ class TextEnv(gym.Env[str, str]):
         if snapshot is not None:
             clone._restore(snapshot)
         else:
-            clone._replay_from(self)
+            try:
+                clone._replay_from(self)
+            except BranchDivergenceError:
+                fallback = self._fallback_snapshot() if method == "auto" else None
+                if fallback is None:
+                    clone.close()
+                    raise
+                clone._restore(fallback)
         clone.messages = [dict(m) for m in self.messages]
         clone.actions = list(self.actions)
         clone.task = dict(self.task)

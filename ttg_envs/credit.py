@@ -2,30 +2,14 @@
 
 Equations refer to the DeltaTTG paper ("Training Multi-Turn Agents with a Token-to-Go Progress
 Meter", 2026): section 3.2 (eqs 7-11), appendix D.3 (eq. 14), D.4 (the bounded operator B_M),
-D.6 (Algorithm 1), E.4 (ablations) and appendix B (baselines). No environment or model is involved; the meter's outputs come in as arrays.
+D.6 (Algorithm 1), E.4 (ablations) and appendix B (baselines). No environment or model is involved.
 
-Conventions
------------
-A trajectory has T >= 1 actions. The meter scores the states h_0..h_{T-1} seen before each
-action: ``can_complete[t]`` and ``remaining[t]`` are its outputs for h_t (``remaining`` may be
-None or NaN where ``can_complete`` is False). The terminal cost c_T is anchored by the observed
-outcome, so ``step_costs`` returns T+1 values and ``Delta = c[:-1] - c[1:]`` has T (eq. 8).
-``n_tokens[t]`` counts the trainable (assistant-generated) tokens of action t.
-
-The per-trajectory functions take NumPy arrays or lists and return NumPy arrays. The
-``batched_*`` functions import torch lazily and work on a whole rollout batch of B trajectories:
-
-- step axis ``[B, T_max]``: step t of trajectory b sits at ``[b, t]`` and is real where
-  ``t < num_steps[b]``; padding entries are ignored;
-- ``group_ids``: ``[B]`` integer prompt-group id of each trajectory (map string uids with
-  ``np.unique(uids, return_inverse=True)[1]``); ``state_keys``: ``[B, T_max]`` integer codes,
-  see ``encode_keys``;
-- output without ``token_step``: step-level advantages ``[B, T_max]`` (0 on padding). Every
-  trainable token of action t gets ``out[b, t]``; a trainer with one training row per step (the
-  verl-agent layout) multiplies it with that row's response mask. With ``token_step`` (``[B, L]``,
-  the action index of each response token, -1 or any negative value for tokens that are not
-  trained, such as observations and padding) the output is token-level ``[B, L]``, 0 on the
-  untrained tokens.
+A trajectory has T >= 1 actions; ``can_complete[t]`` and ``remaining[t]`` are the meter's outputs
+for the history h_t before action t (``remaining`` None or NaN where ``can_complete`` is False);
+``step_costs`` returns T+1 values (c_T anchored by the outcome) and ``Delta = c[:-1] - c[1:]`` has T
+(eq. 8); ``n_tokens[t]`` counts action t's trainable tokens. Per-trajectory functions take and
+return NumPy arrays; the ``batched_*`` ones import torch lazily and work on a rollout batch of B
+trajectories, laid out as :func:`batched_token_advantages` says.
 """
 
 from __future__ import annotations
@@ -268,7 +252,7 @@ def gigpo(
 def hgpo(
     rewards: ArrayLike,
     state_keys: Sequence[Sequence[Hashable]],
-    history: int = 2,
+    context: int = 2,
     gamma: float = 0.95,
     alpha: float = 1.0,
     step_weight: float = 1.0,
@@ -276,7 +260,7 @@ def hgpo(
 ) -> list[np.ndarray]:
     """HGPO (He et al.; appendix B): A^E_i + step_weight * A^H_{i,t}, per step.
 
-    Hierarchy of groups: for k = 0..``history``, the level-k group of step t holds the steps of
+    Hierarchy of groups: for k = 0..``context``, the level-k group of step t holds the steps of
     this prompt group whose k-step context (their own key and the k previous keys of their
     trajectory) equals that of t; a step with fewer than k predecessors uses its whole history,
     so it matches only steps at the same depth with the same history. Levels nest: each
@@ -288,7 +272,7 @@ def hgpo(
     A^E is the episode-level advantage of eq. 14, as in GiGPO.
 
     Where the DeltaTTG paper is silent: base_group=False is read as "no extra level holding every
-    step of the prompt group" (trajectory-level credit enters only through A^E); ``history=2``
+    step of the prompt group" (trajectory-level credit enters only through A^E); ``context=2``
     follows the history length 2 of the paper's ALFWorld runs (appendix E.5) and verl-agent.
     """
     lengths = [len(keys) for keys in state_keys]
@@ -296,7 +280,7 @@ def hgpo(
     returns = _discounted_returns(rewards, lengths, gamma)
     weighted = np.zeros(len(returns))
     weight_sum = np.zeros(len(returns))
-    for k in range(history + 1):
+    for k in range(context + 1):
         contexts = [tuple(keys[max(0, t - k) : t + 1]) for keys in state_keys for t in range(len(keys))]
         level, size = _normalize_within(returns, _codes(contexts), eps)
         weight = np.where(size > 1, (k + 1.0) ** alpha, 0.0)
@@ -425,13 +409,9 @@ def batched_gigpo(
     """
     import torch
 
-    episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
-    keys = torch.as_tensor(state_keys, device=episode.device)
-    b, t, returns, groups = _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
+    episode, keys, (b, t, returns, groups) = _keyed_steps(rewards, group_ids, num_steps, state_keys, gamma, eps, dtype)
     step, _ = _scatter_normalize(returns, _row_codes(groups, keys[b, t]), torch.ones_like(returns), eps)
-    out = torch.zeros(keys.shape, dtype=episode.dtype, device=episode.device)
-    out[b, t] = episode[b] + step_weight * step
-    return _to_tokens(out, token_step)
+    return _episode_plus_step(episode, keys, b, t, step_weight * step, token_step)
 
 
 def batched_hgpo(
@@ -439,7 +419,7 @@ def batched_hgpo(
     group_ids: ArrayLike | torch.Tensor,
     num_steps: ArrayLike | torch.Tensor,
     state_keys: ArrayLike | torch.Tensor,
-    history: int = 2,
+    context: int = 2,
     gamma: float = 0.95,
     alpha: float = 1.0,
     step_weight: float = 1.0,
@@ -447,18 +427,13 @@ def batched_hgpo(
     eps: float = 1e-6,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """``hgpo`` for a whole batch; ``state_keys`` ``[B, T_max]`` integer codes (``encode_keys``).
-
-    Returns step-level ``[B, T_max]`` or, with ``token_step``, token-level ``[B, L]`` advantages.
-    """
+    """``hgpo`` for a whole batch, in :func:`batched_gigpo`'s layout (``state_keys`` from ``encode_keys``)."""
     import torch
 
-    episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
-    keys = torch.as_tensor(state_keys, device=episode.device)
-    b, t, returns, groups = _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
+    episode, keys, (b, t, returns, groups) = _keyed_steps(rewards, group_ids, num_steps, state_keys, gamma, eps, dtype)
     weighted = torch.zeros_like(returns)
     weight_sum = torch.zeros_like(returns)
-    for k in range(history + 1):
+    for k in range(context + 1):
         # The context of step t is (depth, key_t, ..., key_{t-k}); positions before the start
         # read as 0 and the depth min(t, k) keeps them apart from real keys.
         back = [torch.where(t >= j, keys[b, (t - j).clamp(min=0)], 0) for j in range(k + 1)]
@@ -467,8 +442,39 @@ def batched_hgpo(
         weighted += weight * level
         weight_sum += weight
     step = weighted / torch.where(weight_sum > 0, weight_sum, 1.0)
+    return _episode_plus_step(episode, keys, b, t, step_weight * step, token_step)
+
+
+def _keyed_steps(
+    rewards: ArrayLike | torch.Tensor,
+    group_ids: ArrayLike | torch.Tensor,
+    num_steps: ArrayLike | torch.Tensor,
+    state_keys: ArrayLike | torch.Tensor,
+    gamma: float,
+    eps: float,
+    dtype: torch.dtype | None,
+) -> tuple:
+    """The episode advantages (eq. 14), the keys as a tensor, and :func:`_step_rows` of the batch."""
+    import torch
+
+    episode = batched_group_advantages(rewards, group_ids, num_steps, eps, dtype)
+    keys = torch.as_tensor(state_keys, device=episode.device)
+    return episode, keys, _step_rows(episode, rewards, group_ids, num_steps, keys.shape[1], gamma)
+
+
+def _episode_plus_step(
+    episode: torch.Tensor,
+    keys: torch.Tensor,
+    b: torch.Tensor,
+    t: torch.Tensor,
+    step: torch.Tensor,
+    token_step: ArrayLike | torch.Tensor | None,
+) -> torch.Tensor:
+    """A^E_b + the step term at each real ``[b, t]`` (0 on padding), per token with ``token_step``."""
+    import torch
+
     out = torch.zeros(keys.shape, dtype=episode.dtype, device=episode.device)
-    out[b, t] = episode[b] + step_weight * step
+    out[b, t] = episode[b] + step
     return _to_tokens(out, token_step)
 
 
@@ -513,8 +519,21 @@ def batched_token_advantages(
     costs already computed (ProgressMeterWrapper's recorded ``ttg_cost``, eq. 7): the signal is then
     read from them, so ``remaining`` and ``failure_cost`` are not used.
 
-    Returns step-level ``[B, T_max]`` advantages or, with ``token_step``, token-level ``[B, L]``
-    (see the module docstring). ``dtype`` defaults to float32.
+    The batch layout (every ``batched_*`` function's):
+
+    - step axis ``[B, T_max]``: step t of trajectory b sits at ``[b, t]`` and is real where
+      ``t < num_steps[b]``; padding entries are ignored;
+    - ``group_ids``: ``[B]`` integer prompt-group id of each trajectory (map string uids with
+      ``np.unique(uids, return_inverse=True)[1]``); ``state_keys``: ``[B, T_max]`` integer codes,
+      see ``encode_keys``;
+    - output without ``token_step``: step-level advantages ``[B, T_max]`` (0 on padding). Every
+      trainable token of action t gets ``out[b, t]``; a trainer with one training row per step (the
+      verl-agent layout) multiplies it with that row's response mask. With ``token_step`` (``[B, L]``,
+      the action index of each response token, -1 or any negative value for tokens that are not
+      trained, such as observations and padding) the output is token-level ``[B, L]``, 0 on the
+      untrained tokens.
+
+    ``dtype`` defaults to float32.
     """
     import torch
 

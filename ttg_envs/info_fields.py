@@ -6,6 +6,13 @@ table lists exactly these fields, so this dict is the one place to add a new one
 
 from __future__ import annotations
 
+#: Step flags that runs count per episode (``EpisodeResult.counts``): info field -> (the count's
+#: name in reports, the phrase of a run's last line). A report shows a count for the envs whose
+#: registry record lists the field in ``counted_info``.
+EPISODE_COUNTS: dict[str, tuple[str, str]] = {
+    "planner_timeout": ("planner_timeouts", "planner time limit hit {} times"),
+}
+
 INFO_FIELDS: dict[str, tuple[str, str]] = {
     "task": ("every env, at reset", "dict with the task `id`, `type` and `split` (plus env extras such as `source`)."),
     "success": ("every env", "True only when the env's own checker verified the task as won."),

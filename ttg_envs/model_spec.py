@@ -3,23 +3,11 @@
 A model spec is the text after ``hf:`` in an actor or meter spec, with optional loading options in a
 query string: ``Qwen/Qwen3-4B?revision=main&dtype=bfloat16``, ``./ckpt/step-10``,
 ``/models/SmolLM2-135M-Instruct.Q4_1.gguf``, ``/models/smol?gguf_file=model.gguf``. The same options
-can be passed as keyword arguments (they win over the spec's).
-
-:func:`resolve_model` answers quickly and clearly before transformers is asked for anything:
-
-- a spec that looks like a path (``/``, ``.``, ``~``, more than one ``/``, or a ``.gguf`` ending) and
-  does not exist raises :class:`ModelNotFoundError` at once;
-- a hub id that is not in the local hub cache fails at once when ``HF_HUB_OFFLINE`` is set, and
-  otherwise after one hub request (no retries) with a message naming both the local path checked
-  and the network error.
-
-GGUF files are dequantized by transformers on every load (slow even for a 135M model), so
-:func:`load_causal_lm` keeps the converted model in the project's cache folder, keyed by the file's
-content hash and the transformers version, and later loads read that.
-
-A folder holding a peft adapter (``adapter_config.json``, as ``ttg train --lora-r`` checkpoints and
-LoRA meters save) is its base model (``base_model_name_or_path``, itself a model spec) with the
-adapter on top, not merged, so it computes exactly what was trained (the ``lora`` extra).
+can be passed as keyword arguments (they win over the spec's). :func:`resolve_model` fails fast and
+clearly before transformers is asked for anything; :func:`load_causal_lm` loads (GGUF conversions
+cached). A folder holding a peft adapter (``adapter_config.json``, as ``ttg train --lora-r``
+checkpoints and LoRA meters save) is its base model with the adapter on top, not merged, so it
+computes exactly what was trained (the ``lora`` extra).
 """
 
 from __future__ import annotations
@@ -115,7 +103,16 @@ def looks_local(location: str) -> bool:
 
 
 def resolve_model(spec: str | os.PathLike, **options: Any) -> ModelSource:
-    """Resolve ``spec`` to a :class:`ModelSource`, failing fast with :class:`ModelNotFoundError`."""
+    """Resolve ``spec`` to a :class:`ModelSource`, failing fast with :class:`ModelNotFoundError`.
+
+    It answers before transformers is asked for anything:
+
+    - a spec that looks like a path (``/``, ``.``, ``~``, more than one ``/``, or a ``.gguf`` ending) and
+      does not exist raises :class:`ModelNotFoundError` at once;
+    - a hub id that is not in the local hub cache fails at once when ``HF_HUB_OFFLINE`` is set, and
+      otherwise after one hub request (no retries) with a message naming both the local path checked
+      and the network error.
+    """
     location, opts = parse_model_spec(spec, **options)
     dtype = opts.get("dtype")
     path = Path(location).expanduser()
@@ -243,9 +240,13 @@ def load_tokenizer(source: ModelSource) -> Any:
 def load_causal_lm(spec: str | os.PathLike | ModelSource, *, cache: bool = True, **options: Any) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of a causal LM from a model spec (see the module docstring).
 
+    GGUF files are dequantized by transformers on every load (slow even for a 135M model), so this
+    keeps the converted model in the project's cache folder, keyed by the file's
+    content hash and the transformers version, and later loads read that.
+
     Args:
         spec: the spec, or an already resolved :class:`ModelSource`.
-        cache: keep GGUF conversions in the project's cache folder (see the module docstring).
+        cache: keep GGUF conversions in the project's cache folder (see above).
         options: ``revision``, ``gguf_file``, ``dtype`` (override the spec's query string).
     """
     source = spec if isinstance(spec, ModelSource) else resolve_model(spec, **options)

@@ -80,6 +80,8 @@ class EnvRecord:
         policy_names: the names its scripted policies take (``name[:eps]``; the factory checks them too).
         planner: whether its env plans (``expert_plan()``: ALFWorld), so ``planner-<k>``, plan-length
             labels and expert roll-out targets apply.
+        counted_info: the step info flags of :data:`~ttg_envs.info_fields.EPISODE_COUNTS` its env
+            writes, which reports count (ALFWorld: ``planner_timeout``).
     """
 
     id: str
@@ -94,6 +96,7 @@ class EnvRecord:
     train_split: str | None = "train"
     policy_names: tuple[str, ...] = ("expert", "noisy_expert")
     planner: bool = False
+    counted_info: tuple[str, ...] = ()
 
     @property
     def meter_spec(self) -> str | None:
@@ -152,6 +155,7 @@ _SPECS = (
         eval_splits=("valid_seen", "valid_unseen"),
         policy_names=("expert", "noisy_expert", "idle_expert"),
         planner=True,
+        counted_info=("planner_timeout",),
     ),
     EnvRecord(
         id="ttg/PaperSearchQA-v0",
@@ -224,6 +228,18 @@ def turn_limit(env_id: str | None) -> int:
     """The turn limit of ``env_id`` (:data:`DEFAULT_MAX_TURNS` for an env with no record)."""
     spec = ENV_SPECS.get(env_id) if env_id else None
     return spec.max_turns if spec else DEFAULT_MAX_TURNS
+
+
+def has_planner(env_id: str) -> bool:
+    """Whether ``env_id`` plans (``EnvRecord.planner``; False for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return bool(spec and spec.planner)
+
+
+def counted_info(env_id: str) -> tuple[str, ...]:
+    """The step info flags reports count for ``env_id`` (``EnvRecord.counted_info``; none for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return spec.counted_info if spec else ()
 
 
 def default_actor(env_id: str) -> str:

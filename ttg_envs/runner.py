@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cache
 from multiprocessing import get_context
 from typing import Any
@@ -28,7 +28,8 @@ import numpy as np
 
 from .agents.conditions import make_agent, needs_meter
 from .bars import progress_bar
-from .registry import make_policy
+from .info_fields import EPISODE_COUNTS
+from .registry import counted_info, make_policy
 from .wrappers import PlanLength, make_env, wrap_env
 from .wrappers.recorder import sort_by_task
 
@@ -37,6 +38,8 @@ __all__ = [
     "EpisodeResult",
     "EpisodeTask",
     "Policy",
+    "count_phrases",
+    "count_totals",
     "num_tasks",
     "policy_seed",
     "run_episode",
@@ -74,19 +77,19 @@ def _key(env_kwargs: Mapping[str, Any]) -> str:
 
 
 @cache
-def _probe(env_id: str, kwargs_key: str) -> tuple[int, bool]:
+def _probe(env_id: str, kwargs_key: str) -> int:
     import ttg_envs  # noqa: F401  (registers the ids)
 
     env = gym.make(env_id, **json.loads(kwargs_key))
     try:
-        return env.unwrapped.num_tasks, hasattr(env.unwrapped, "planner_timeouts")
+        return env.unwrapped.num_tasks
     finally:
         env.close()
 
 
 def num_tasks(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> int:
     """How many tasks ``gym.make(env_id, **env_kwargs)`` serves (a probe env, once per process and kwargs)."""
-    return _probe(env_id, _key(env_kwargs or {}))[0]
+    return _probe(env_id, _key(env_kwargs or {}))
 
 
 def split_tasks(
@@ -104,11 +107,6 @@ def split_tasks(
     return tuple(int(i) for i in tasks)
 
 
-def has_planner(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
-    """Whether the env counts planner time-limit hits (ALFWorld), so reports can say how often they happened."""
-    return _probe(env_id, _key(env_kwargs or {}))[1]
-
-
 @dataclass(frozen=True)
 class EpisodeResult:
     """The outcome of one episode."""
@@ -121,8 +119,25 @@ class EpisodeResult:
     success: bool
     steps: int
     assistant_tokens: int
-    #: Steps whose ``info`` says the planner ran out of its time limit (ALFWorld's ``info["planner_timeout"]``).
-    planner_timeouts: int = 0
+    #: Per count of :data:`~ttg_envs.info_fields.EPISODE_COUNTS`: the steps whose ``info`` set its flag.
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """The episode as reports write it: its fields, then each count under its own name."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "counts"}
+        return {**out, **self.counts}
+
+
+def count_totals(results: Sequence[EpisodeResult], env_id: str) -> dict[str, int]:
+    """The episode counts a report of ``env_id`` carries (its record's ``counted_info``), summed over ``results``."""
+    names = [EPISODE_COUNTS[flag][0] for flag in counted_info(env_id)]
+    return {name: sum(r.counts.get(name, 0) for r in results) for name in names}
+
+
+def count_phrases(totals: Mapping[str, int]) -> str:
+    """``totals`` as a run's last line says them (``planner time limit hit 0 times``); '' for none."""
+    phrases = dict(EPISODE_COUNTS.values())
+    return "; ".join(phrases[name].format(n) for name, n in totals.items())
 
 
 def run_episode(env: gym.Env, policy: Policy, *, task_index: int, seed: int, policy_name: str) -> EpisodeResult:
@@ -130,10 +145,11 @@ def run_episode(env: gym.Env, policy: Policy, *, task_index: int, seed: int, pol
     _, info = env.reset(seed=seed, options={"task_index": task_index})
     task = info["task"]
     terminated = truncated = False
-    timeouts = 0
+    counts = dict.fromkeys((name for name, _ in EPISODE_COUNTS.values()), 0)
     while not (terminated or truncated):
         _, _, terminated, truncated, info = env.step(policy(env))
-        timeouts += bool(info.get("planner_timeout"))
+        for flag, (name, _) in EPISODE_COUNTS.items():
+            counts[name] += bool(info.get(flag))
     return EpisodeResult(
         policy=policy_name,
         split=task["split"],
@@ -143,7 +159,7 @@ def run_episode(env: gym.Env, policy: Policy, *, task_index: int, seed: int, pol
         success=bool(info["success"]),
         steps=int(info["elapsed_steps"]),
         assistant_tokens=int(info.get("assistant_tokens_total", 0)),
-        planner_timeouts=timeouts,
+        counts=counts,
     )
 
 

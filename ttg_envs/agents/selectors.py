@@ -14,7 +14,7 @@ from typing import Sequence
 import gymnasium as gym
 import numpy as np
 
-from ..core import Generation
+from ..core import BranchDivergenceError, Generation
 from ..wrappers.branching import Trial, offer_trial, try_actions
 from ..wrappers.plan_length import plan_cost
 from ..wrappers.progress_meter import score_actions
@@ -28,13 +28,16 @@ class Selection:
     Attributes:
         candidates: the k sampled responses; distinct: indices of the first copy of each distinct text;
         deltas: predicted decrease in remaining work (``ttg_delta``) per distinct candidate;
-        chosen: index into ``candidates`` of the selected response.
+        chosen: index into ``candidates`` of the selected response; branch_error: why no candidate
+        could be tried (a replay branch that diverged, with no snapshot to fall back on): then every
+        candidate counts as invalid (``-inf``) and the first is chosen.
     """
 
     candidates: list[Generation]
     distinct: list[int] = field(default_factory=list)
     deltas: list[float] = field(default_factory=list)
     chosen: int = 0
+    branch_error: str | None = None
 
 
 class NaturalSelector:
@@ -113,8 +116,12 @@ class GuidedSelector(NaturalSelector):
             first.setdefault(candidate.text, i)
         selection.distinct = list(first.values())
         if len(selection.distinct) > 1:
-            trials = self.trials(env, [candidates[i] for i in selection.distinct])
-            selection.deltas = self.trial_scores(trials)
+            try:
+                trials = self.trials(env, [candidates[i] for i in selection.distinct])
+                selection.deltas = self.trial_scores(trials)
+            except BranchDivergenceError as exc:
+                selection.branch_error = str(exc)
+                trials, selection.deltas = [], [float("-inf")] * len(selection.distinct)
             # np.argmax returns the first maximum: ties go to the earliest sampled candidate.
             best = int(np.argmax(selection.deltas))
             selection.chosen = selection.distinct[best]
@@ -127,9 +134,10 @@ class GuidedSelector(NaturalSelector):
     def scores(self, env: gym.Env, candidates: Sequence[Generation]) -> list[float]:
         """How good each distinct candidate is (higher is better): the meter's ``ttg_delta`` after it."""
         trials = self.trials(env, candidates)
+        scores = self.trial_scores(trials)
         for trial in trials:
             trial.env.close()
-        return self.trial_scores(trials)
+        return scores
 
     def trials(self, env: gym.Env, candidates: Sequence[Generation]) -> list[Trial]:
         """Each candidate stepped in its own branch of ``env``, the new states scored in one meter call."""

@@ -3,13 +3,13 @@
 A transcript (``env.unwrapped.messages``) is a head (the system prompt and the first user message,
 which states the task) followed by turns: an assistant message and the observation messages that
 answer it. The messages after the last assistant message are the current observation and are
-always kept, as is the head. :class:`PromptWindow` keeps the last ``history`` turns and then, while
+always kept, as is the head. :class:`PromptWindow` keeps the last ``turns`` turns and then, while
 the rendered prompt is over ``max_prompt_tokens``, drops turns from the left (oldest first). A
 window that still does not fit is sent as it is (the head and the current observation are never
 cut), and a warning says so once per actor.
 
 :data:`PAPER_E5` is the paper's test-time protocol (appendix E.5, also verl-agent's ALFWorld
-setting): history length 2 and a 2048-token actor prompt.
+setting): the last 2 turns and a 2048-token actor prompt.
 """
 
 from __future__ import annotations
@@ -29,25 +29,25 @@ class PromptWindow:
     """The part of a transcript an actor is prompted with.
 
     Attributes:
-        history: keep the last ``history`` turns (None: every turn; 0: none, only the head and the
+        turns: keep the last ``turns`` turns (None: every turn; 0: none, only the head and the
             current observation).
         max_prompt_tokens: prompt budget in tokens (None: no budget); turns are dropped oldest
             first until the prompt fits.
     """
 
-    history: int | None = None
+    turns: int | None = None
     max_prompt_tokens: int | None = None
 
     def __post_init__(self):
-        if self.history is not None and self.history < 0:
-            raise ValueError(f"history must be >= 0 or None, got {self.history}")
+        if self.turns is not None and self.turns < 0:
+            raise ValueError(f"turns must be >= 0 or None, got {self.turns}")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens <= 0:
             raise ValueError(f"max_prompt_tokens must be > 0 or None, got {self.max_prompt_tokens}")
 
     @property
     def is_full(self) -> bool:
         """True when the window keeps the whole transcript."""
-        return self.history is None and self.max_prompt_tokens is None
+        return self.turns is None and self.max_prompt_tokens is None
 
     def select(self, messages: Sequence[Message], count: PromptCounter | None = None) -> list[Message]:
         """The messages to prompt with; ``count`` is needed only when a token budget is set."""
@@ -55,8 +55,8 @@ class PromptWindow:
         if self.is_full:
             return messages
         head, turns, current = split_turns(messages)
-        if self.history is not None:
-            turns = turns[len(turns) - self.history :] if self.history else []
+        if self.turns is not None:
+            turns = turns[len(turns) - self.turns :] if self.turns else []
         if self.max_prompt_tokens is None:
             return _join(head, turns, current)
         if count is None:
@@ -111,9 +111,9 @@ class WindowedPrompts:
 
 
 #: The paper's test-time protocol (appendix E.5): the last 2 turns, a 2048-token actor prompt.
-PAPER_E5 = PromptWindow(history=2, max_prompt_tokens=2048)
+PAPER_E5 = PromptWindow(turns=2, max_prompt_tokens=2048)
 
-#: Named windows accepted where a window can be given by name (``--history`` in the CLI).
+#: Named windows accepted where a window can be given by name (``ttg train --window``).
 WINDOWS = {"full": PromptWindow(), "paper": PAPER_E5}
 
 
@@ -124,10 +124,10 @@ def as_window(value: PromptWindow | str | int | None) -> PromptWindow:
     if isinstance(value, PromptWindow):
         return value
     if isinstance(value, int):
-        return PromptWindow(history=value)
+        return PromptWindow(turns=value)
     if isinstance(value, str):
         if value in WINDOWS:
             return WINDOWS[value]
         if value.isdigit():
-            return PromptWindow(history=int(value))
+            return PromptWindow(turns=int(value))
     raise ValueError(f"unknown prompt window {value!r}; give a turn count or one of {', '.join(WINDOWS)}")

@@ -25,7 +25,7 @@ from ..registry import ENV_SPECS, train_split
 
 def _rollout(args: argparse.Namespace) -> int:
     from ..eval.rollout import rollout, rollout_table, summarize, write_report
-    from ..runner import has_planner
+    from ..runner import count_phrases, count_totals
     from .checks import resolve_selection
 
     resolve_selection(args)
@@ -50,8 +50,8 @@ def _rollout(args: argparse.Namespace) -> int:
     write_report(out / "rollout.json", results, rows, {**config, "seconds": elapsed})
     (out / "rollout.md").write_text(table + "\n")
     print(table)
-    timeouts = sum(r.planner_timeouts for r in results)
-    limit = f" (planner time limit hit {timeouts} times)" if has_planner(args.env, json.loads(args.env_kwargs)) else ""
+    totals = count_totals(results, args.env)
+    limit = f" ({count_phrases(totals)})" if totals else ""
     print(f"\n{len(results)} episodes in {elapsed:.1f} s{limit}; report in {out}/rollout.json and rollout.md")
     return 0
 
@@ -59,7 +59,6 @@ def _rollout(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from ..eval.evaluate import evaluate
     from ..eval.report import guidance_wins, seed_summary, write_outputs
-    from ..runner import has_planner
     from .checks import resolve_selection
 
     resolve_selection(args)
@@ -93,7 +92,7 @@ def _eval(args: argparse.Namespace) -> int:
         per_type=args.per_type,
         checks=guidance_wins(rows),
         start=start,
-        planner=has_planner(args.env, json.loads(args.env_kwargs)),
+        env_id=args.env,
     )
 
 
@@ -162,7 +161,7 @@ def _selection_args(p: argparse.ArgumentParser, *, out: str) -> None:
 
 
 def _generate_alfworld(argv: Sequence[str]) -> int:
-    from ..envs.alfworld.generator import main
+    from ..datagen.alfworld import main
 
     return main(list(argv)) or 0
 
@@ -298,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train(sub)
     add_plot(sub)
     add_serve(sub)
-    # A build tool with its own parser (python -m ttg_envs.envs.alfworld.generator): its arguments pass through.
+    # A build tool with its own parser (python -m ttg_envs.datagen.alfworld): its arguments pass through.
     sub.add_parser("generate-alfworld", help="regenerate the bundled ALFWorld tasks (see --help)", add_help=False)
     return parser
 

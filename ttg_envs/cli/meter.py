@@ -108,6 +108,12 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: mark the words of each action segment that the task statement names too",
     )
     p.add_argument(
+        "--carry-gate",
+        action="store_true",
+        help="encoder: the head also says how likely the last action left the remaining work as it was, and carries "
+        "the previous estimate over by that much (commands that change nothing then keep the estimate)",
+    )
+    p.add_argument(
         "--delta-weight",
         type=float,
         help="encoder: weight of a loss on the change of the estimate between consecutive states (default: %(default)s)",
@@ -123,6 +129,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         "--sibling-weight",
         type=float,
         help="encoder: weight of the loss on a no-op sibling's estimate against the step taken (default: %(default)s)",
+    )
+    p.add_argument(
+        "--sibling-rank-weight",
+        type=float,
+        help="encoder: weight of a logistic loss on the order of a no-op sibling's estimate and the step taken's (default: %(default)s)",
     )
     p.add_argument(
         "--turn-limit",

@@ -50,7 +50,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--micro-batch-rows", type=int, default=TrainConfig.micro_batch_rows, help="turns per forward pass")
     add_tasks(p, "task pool as indices, e.g. 0-99 or 0,5,7 (default: all)", "--task-indices")
     p.add_argument(
-        "--history",
+        "--window",
         default="full",
         help="policy prompt window: 'full', 'paper' (last 2 turns within 2048 tokens, appendix E.5), or a turn count",
     )
@@ -88,9 +88,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.meter not in (None, "turns"):
         check_meter(args.meter)
     check_trackers(parse_report_to(args.report_to))
-    if args.lora_r and args.rollout == "vllm":
-        raise ValueError("--rollout vllm with --lora-r: vLLM rollouts of a LoRA policy are not wired yet; use --rollout hf")
-    window = as_window(args.history)
+    window = as_window(args.window)
     config = from_args(
         TrainConfig,
         args,
@@ -98,7 +96,7 @@ def _train(args: argparse.Namespace) -> int:
         env_kwargs=json.loads(args.env_kwargs),
         task_indices=None if args.tasks is None else _listed(args.tasks),
         out_dir=args.out,
-        history=window.history,
+        window_turns=window.turns,
         max_prompt_tokens=args.max_prompt_tokens or window.max_prompt_tokens,
     )
     train(config, from_args(LaunchConfig, args, resume=not args.no_resume))

@@ -1,21 +1,10 @@
 """``ttg demo``: record trajectories, train a meter, and compare natural, random-4 and guided-4 rollouts
 (and, on envs with a planner, planner-4: the same candidates chosen by a perfect meter).
 
-Offline and on a CPU by default:
-
-- tasks: the bundled ALFWorld games; the meter trains on 90 tasks spread over ``train`` and each
-  valid split evaluates 20 tasks spread over it with seeds 3-5 (every task type appears), none of
-  them the 10 tasks x seeds 0-2 on which the demo's settings were chosen (``--panel development``);
-- meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of
-  scripted policies of different quality, recorded through ``TokenCounter``; on envs with a
-  planner its labels come from the expert's roll-out from every recorded state
-  (``targets="expert"``), it reads the turns left (budget-aware) and the task's words are marked
-  in its action segments;
-- actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
-  (the scripted expert's action with probability 0.25, a random admissible command otherwise).
-
-Flags swap in real actors and meters. If the meter split is missing the meter trains on
-``valid_seen`` tasks that the evaluation does not use (said so on the console and in the report).
+Offline and on a CPU by default: the bundled ALFWorld games, a small encoder meter trained on
+scripted policies of different quality, and the scripted noisy expert at eps 0.75 as the actor (an
+honest stand-in for a sampled LLM, not an LLM). :class:`DemoConfig` and :func:`run_demo` say
+what each default is; flags swap in real actors and meters.
 """
 
 from __future__ import annotations
@@ -183,8 +172,24 @@ def train_demo_meter(
 
 
 def run_demo(config: DemoConfig) -> int:
-    """The ``ttg demo`` pipeline: train a meter (unless ``config.meter``), evaluate, write demo.json/md/png."""
-    from ..runner import has_planner
+    """The ``ttg demo`` pipeline: train a meter (unless ``config.meter``), evaluate, write demo.json/md/png.
+
+    Offline and on a CPU by default:
+
+    - tasks: the bundled ALFWorld games; the meter trains on 90 tasks spread over ``train`` and each
+      valid split evaluates 20 tasks spread over it with seeds 3-5 (every task type appears), none of
+      them the 10 tasks x seeds 0-2 on which the demo's settings were chosen (``--panel development``);
+    - meter: a small encoder meter (``encoder:tiny``, full history) trained on trajectories of
+      scripted policies of different quality, recorded through ``TokenCounter``; on envs with a
+      planner its labels come from the expert's roll-out from every recorded state
+      (``targets="expert"``), it reads the turns left (budget-aware) and the task's words are marked
+      in its action segments;
+    - actor: the scripted noisy expert at eps 0.75, an honest stand-in for a sampled LLM, not an LLM
+      (the scripted expert's action with probability 0.25, a random admissible command otherwise).
+
+    Flags swap in real actors and meters. If the meter split is missing the meter trains on
+    ``valid_seen`` tasks that the evaluation does not use (said so on the console and in the report).
+    """
     from .evaluate import evaluate
     from .report import guidance_wins, seed_summary, write_outputs
 
@@ -240,7 +245,7 @@ def run_demo(config: DemoConfig) -> int:
         per_type=False,
         checks=guidance_wins(rows),
         start=start,
-        planner=has_planner(config.env, env_kwargs),
+        env_id=config.env,
     )
 
 

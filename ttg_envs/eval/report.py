@@ -9,7 +9,7 @@ from statistics import mean, pstdev
 from typing import Any, Sequence
 
 from .._io import markdown_table as _markdown_table
-from ..runner import EpisodeResult
+from ..runner import EpisodeResult, count_phrases, count_totals
 from .rollout import write_report
 
 _ORDER = {"natural": 0, "random": 1, "guided": 2, "planner": 3}
@@ -150,13 +150,12 @@ def write_outputs(
     per_type: bool,
     checks: dict,
     start: float,
-    planner: bool = False,
+    env_id: str = "",
 ) -> int:
     """Write ``<name>.json``, ``<name>.md`` and ``<name>.png`` under ``out`` and print the table.
 
-    With ``planner`` (an env whose planner has a time limit, ALFWorld) the episodes' planner time-limit
-    hits are counted into the report (``planner_timeouts``) and the last line, since a result can then
-    depend on machine load.
+    The episode counts of ``env_id`` (:func:`~ttg_envs.runner.count_totals`: ALFWorld's planner
+    time-limit hits, since a result can then depend on machine load) go into the report and the last line.
     """
     table = markdown_table(rows, per_type=per_type)
     verdict = "\n".join(
@@ -167,7 +166,7 @@ def write_outputs(
     if ratios:
         verdict += "\n" + capture_lines(ratios)
     timings["total_s"] = time.perf_counter() - start
-    hits = sum(r.planner_timeouts for r in results)
+    totals = count_totals(results, env_id)
     out.mkdir(parents=True, exist_ok=True)
     write_report(
         out / f"{name}.json",
@@ -178,7 +177,7 @@ def write_outputs(
             "timings": timings,
             "guidance_wins": {f"{a} {s}": ok for (a, s), ok in checks.items()},
             "capture": {f"{a} {s} k={k}": v for (a, s, k), v in ratios.items()},
-            **({"planner_timeouts": hits} if planner else {}),
+            **totals,
         },
     )
     (out / f"{name}.md").write_text(table + "\n\n" + verdict + "\n")
@@ -192,7 +191,7 @@ def write_outputs(
         plotted = f" (no plot: {exc})"
     except ValueError:
         plotted = " (no plot: needs a natural and a guided condition)"
-    limit = f" (planner time limit hit {hits} times)" if planner else ""
+    limit = f" ({count_phrases(totals)})" if totals else ""
     print(
         f"\n{len(results)} episodes{limit}; {timings['total_s']:.0f} s in all; report {out / (name + '.json')}, "
         f"table {out / (name + '.md')}{plotted}"

@@ -6,7 +6,6 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -100,4 +99,4 @@ def write_report(path: str | os.PathLike, results: Sequence[EpisodeResult], rows
     """Write results, summary rows and the run's configuration as one JSON file."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"config": config, "summary": list(rows), "episodes": [asdict(r) for r in results]}, f, indent=1)
+        json.dump({"config": config, "summary": list(rows), "episodes": [r.record() for r in results]}, f, indent=1)

@@ -67,6 +67,11 @@ class EncoderConfig:
             when too few remain. None: the meter is blind to the limit. A meter trained at one
             limit can be run at another (``EncoderMeter(turn_limit=...)``, or ``load_meter(spec,
             turn_limit=...)``); ``ProgressMeterWrapper`` passes its env's limit.
+        carry_gate: the head also says how likely the last action left the remaining work as it
+            was (a command that changes nothing, a move that neither nears nor leaves the goal),
+            and the estimate carries the previous state's over by that much:
+            ``v_t = g_t * v_{t-1} + (1 - g_t) * raw_t``. Candidates of one state then differ by
+            what each one did, not by two independent guesses of the same distance.
     """
 
     window: int | None = None
@@ -78,6 +83,7 @@ class EncoderConfig:
     drop_reasoning: bool = True
     turn_limit: int | None = None
     mark_task_words: bool = False
+    carry_gate: bool = False
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -148,9 +154,11 @@ def turns_left_features(turns_left: Any) -> Any:
     return torch.stack([left / _TURNS_SCALE, torch.log1p(left)], -1)
 
 
-def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
+def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_gate: bool = False) -> Any:
     """The trainable meter network around ``backbone`` (a transformers encoder); ``budget_aware``
-    adds the turns-left features to the head's input (:attr:`EncoderConfig.turn_limit`)."""
+    adds the turns-left features to the head's input (:attr:`EncoderConfig.turn_limit`),
+    ``carry_gate`` a third head output that carries the previous estimate over
+    (:attr:`EncoderConfig.carry_gate`)."""
     torch = require("torch", "hf")
     nn = torch.nn
 
@@ -166,8 +174,9 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
             # The head reads the GRU state and the latest segment itself (the state just reached),
             # and, budget-aware, how many turns are left.
             self.budget_aware = budget_aware
+            self.carry_gate = carry_gate
             extra = 2 if budget_aware else 0
-            self.head = nn.Sequential(nn.Linear(2 * hidden + extra, hidden), nn.GELU(), nn.Linear(hidden, 2))
+            self.head = nn.Sequential(nn.Linear(2 * hidden + extra, hidden), nn.GELU(), nn.Linear(hidden, 3 if carry_gate else 2))
 
         def embed(self, input_ids, attention_mask):
             """Mean-pooled backbone states of a batch of segments, ``[N, backbone width]``."""
@@ -179,7 +188,8 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
             """``segments`` ``[B, S, width]`` padded, ``lengths`` ``[B]``: outputs ``[B, S, 2]`` per prefix.
 
             ``turns_left`` ``[B, S]``: turns left after each prefix (needed when budget-aware);
-            ``return_states`` also returns the GRU states ``[B, S, hidden]`` (for :meth:`extend`).
+            ``return_states`` also returns the GRU states ``[B, S, hidden]`` (for :meth:`extend`)
+            and the carry gate's logits ``[B, S]`` (None without a gate).
             """
             x = self.proj(segments)
             kinds = torch.ones(segments.shape[:2], dtype=torch.long, device=segments.device)
@@ -189,16 +199,36 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False) -> Any:
             out, _ = self.gru(packed)
             out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=segments.shape[1])
             heads = self._head(out, x, turns_left)
-            return (heads, out) if return_states else heads
+            outputs, gate = self._carry(heads)
+            return (outputs, out, gate) if return_states else outputs
 
-        def extend(self, states, segments, turns_left=None):
+        def extend(self, states, segments, turns_left=None, previous=None, return_gate=False):
             """Outputs ``[N, 2]`` after one more action segment: ``states`` ``[N, hidden]`` are GRU
             states after prefixes (from ``forward(..., return_states=True)``), ``segments``
-            ``[N, width]`` the next segments, ``turns_left`` ``[N]`` the turns left after them.
-            Equal to ``forward`` over the longer sequences, at the cost of one GRU step."""
+            ``[N, width]`` the next segments, ``turns_left`` ``[N]`` the turns left after them,
+            ``previous`` ``[N]`` the prefixes' own log1p estimates (needed with a carry gate).
+            Equal to ``forward`` over the longer sequences, at the cost of one GRU step;
+            ``return_gate`` also returns the gate's logits ``[N]`` (None without a gate)."""
             x = self.proj(segments) + self.kind.weight[1]
             out, _ = self.gru(x.unsqueeze(1), states.unsqueeze(0).contiguous())
-            return self._head(out[:, 0], x, None if turns_left is None else turns_left)
+            heads = self._head(out[:, 0], x, None if turns_left is None else turns_left)
+            gate = None
+            if self.carry_gate:
+                if previous is None:
+                    raise ValueError("a meter with a carry gate needs the previous estimates to extend")
+                g = torch.sigmoid(heads[:, 2])
+                heads, gate = torch.stack([heads[:, 0], g * previous + (1 - g) * heads[:, 1]], -1), heads[:, 2]
+            return (heads, gate) if return_gate else heads
+
+        def _carry(self, heads):
+            """Per-prefix outputs ``[B, S, 2]`` from head outputs, and the gate logits (or None)."""
+            if not self.carry_gate:
+                return heads, None
+            g = torch.sigmoid(heads[..., 2])
+            values = [heads[:, 0, 1]]
+            for t in range(1, heads.shape[1]):
+                values.append(g[:, t] * values[-1] + (1 - g[:, t]) * heads[:, t, 1])
+            return torch.stack([heads[..., 0], torch.stack(values, 1)], -1), heads[..., 2]
 
         def _head(self, out, x, turns_left):
             parts = [out, x]
@@ -312,7 +342,7 @@ class EncoderMeter(CachedMeter):
             with hub_progress_bars(False):  # no "Loading weights" bar for a backbone this small
                 backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
                 tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
-        model = build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None)
+        model = build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate)
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
         if missing or result.unexpected_keys:

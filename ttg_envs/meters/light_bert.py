@@ -1,7 +1,7 @@
 """A BERT encoder and its tokenizer for meter inference on torch and ``tokenizers`` alone.
 
-Importing transformers' model code costs 5-40 s on a busy 2-core machine (it pulls in torch's
-compiler and distributed packages) for a backbone that is a few small matrix products, so
+Importing transformers' model code is slow (it pulls in torch's compiler and distributed
+packages) for a backbone that is a few small matrix products, so
 :meth:`~ttg_envs.meters.encoder.EncoderMeter.from_pretrained` reads a saved BERT backbone with this
 module instead: the same weights (``model.safetensors``, transformers' key names), the same
 ``tokenizer.json``, the same outputs (``tests/test_ready_meters.py`` checks both against

@@ -1,21 +1,12 @@
 """``ttg serve``: every ttg env as an OpenEnv server, made with OpenEnv's own server code.
 
-Each WebSocket session (OpenEnv's ``/ws``) gets its own env stack from ``make_env`` (TokenCounter,
-and with ``meter`` a ProgressMeterWrapper), built at its first reset. A step result carries the
-observation text, reward, ``terminated``/``truncated``, the JSON-safe info fields and the transcript
-messages the step appended, so a client can keep the same transcript a local env keeps.
-
-Two extensions that OpenEnv clients that do not know them never send:
-
-- ``reset(fork=<session>)`` makes this session a branch of another one at its current state
-  (``wrappers.branch``: the env's own snapshot, or replay checked by ``state_key``);
-- a step action with ``sample`` asks the env's scripted policy for responses without stepping,
-  so ``scripted:`` actors play a remote env as they play a local one.
-
-Safe defaults: loopback unless a bearer token is set; bodies and WebSocket messages are capped at
-:data:`~ttg_envs.serve.wire.MAX_MESSAGE_BYTES`; a session cap and an idle timeout (OpenEnv's
-``ConcurrencyConfig``); a closed, expired or disconnected session's env is closed (AWM sandboxes
-included). Sessions of one fork family share a lock, since branches may share engine state.
+Each WebSocket session (OpenEnv's ``/ws``) gets its own ``make_env`` stack, built at its first reset
+(:class:`TTGEnvironment`). A step result carries the observation, reward, ``terminated`` /
+``truncated``, the JSON-safe info fields and the transcript messages the step appended. Two
+extensions that other OpenEnv clients never send: ``reset(fork=<session>)`` branches another
+session, and a step action with ``sample`` asks the env's scripted policy for responses without
+stepping. Safe defaults (:func:`make_app`): loopback unless a bearer token is set, capped message
+sizes, a session cap and an idle timeout; sessions of one fork family share a lock.
 """
 
 from __future__ import annotations
@@ -184,7 +175,15 @@ class _Sessions:
 
 class TTGEnvironment(Environment[TTGAction, TTGObservation, TTGState]):
     """One OpenEnv session over one ttg env stack (built lazily, so OpenEnv's stateless
-    ``/state`` and ``/metadata`` calls, which make a throwaway instance, cost nothing)."""
+    ``/state`` and ``/metadata`` calls, which make a throwaway instance, cost nothing).
+
+    Two extensions that OpenEnv clients that do not know them never send:
+
+    - ``reset(fork=<session>)`` makes this session a branch of another one at its current state
+      (``wrappers.branch``: the env's own snapshot, or replay checked by ``state_key``);
+    - a step action with ``sample`` asks the env's scripted policy for responses without stepping,
+      so ``scripted:`` actors play a remote env as they play a local one.
+    """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -426,6 +425,11 @@ class _Guard:
 
 def make_app(config: ServeConfig) -> Any:
     """OpenEnv's FastAPI app for ``config`` (one :class:`TTGEnvironment` per session) behind the token and size guard.
+
+    Safe defaults: loopback unless a bearer token is set; bodies and WebSocket messages are capped at
+    :data:`~ttg_envs.serve.wire.MAX_MESSAGE_BYTES`; a session cap and an idle timeout (OpenEnv's
+    ``ConcurrencyConfig``); a closed, expired or disconnected session's env is closed (AWM sandboxes
+    included). Sessions of one fork family share a lock, since branches may share engine state.
 
     Makes one env first, to fail early on a bad env id or kwargs and to learn the task count.
     """

@@ -1,31 +1,35 @@
 """Tool calls for every tool-use env: parse them, validate them, show schemas and results to the model.
 
-Public API (stable; other envs build on it)::
+>>> from ttg_envs.tools import Tool, format_tool_calls, parse_tool_calls, validate_call
+>>> tools = {"cd": Tool("cd", "Change directory.", {"type": "object", "properties": {"folder": {"type": "string"}}})}
+>>> response = parse_tool_calls('<tool_call>{"name": "cd", "arguments": {"folder": "docs"}}</tool_call>', tools)
+>>> response.calls, response.error, validate_call(response.calls[0], tools)
+((ToolCall(name='cd', arguments={'folder': 'docs'}, id=''),), None, None)
+>>> format_tool_calls(response.calls, "python")
+"[cd(folder='docs')]"
 
-    from ttg_envs.tools import Tool, ToolCall, parse_tool_calls, validate_call, render_tools_prompt
-
-    tools = [Tool("cd", "Change directory.", {"type": "object",
-              "properties": {"folder": {"type": "string"}}, "required": ["folder"]})]
-    index = {t.name: t for t in tools}
-    system = render_tools_prompt(tools, "You are a shell assistant.")   # Qwen3 "# Tools" block
-    response = parse_tool_calls('<tool_call>{"name": "cd", "arguments": {"folder": "docs"}}</tool_call>', index)
-    response.calls        # (ToolCall(name='cd', arguments={'folder': 'docs'}),)
-    response.error        # None, or what was malformed (bad JSON, unclosed block, non-literal value...)
-    validate_call(response.calls[0], index)   # None, or "Unknown tool ..." / "Invalid arguments ..."
-    [t.openai() for t in tools]               # info["tools"]: OpenAI function format
-    format_tool_calls(response.calls, "python")   # '[cd(folder=\\'docs\\')]'
-
-The same parser reads Hermes ``<tool_call>`` blocks (several per response), bare JSON, and BFCL's
-Python syntax ``[f(a=1), g(b="x")]`` (with ``ast``; nothing is ever evaluated). :class:`ToolEnv`
-is the TextEnv base that wires these into ``step``: transcript turns with OpenAI ``tool_calls`` and
-``tool`` messages, invalid calls answered with their error instead of being executed.
+The parser (:mod:`.parsing`) reads Hermes ``<tool_call>`` blocks, bare JSON and BFCL's Python syntax
+(with ``ast``; nothing is evaluated); ReAct ``<action>`` parsing (:mod:`.react`) sits beside it.
+:class:`ToolEnv` is the TextEnv base that wires tool calls into ``step``.
 """
 
 from .calls import CALL_STYLES, ParsedResponse, ToolCall, format_tool_calls
-from .env import ToolEnv, ToolTurn
 from .parsing import FORMAT_HINT, HERMES_FORMAT, parse_tool_calls
 from .prompt import format_tool_responses, render_tool_list, render_tools_prompt
 from .schema import Tool, bind_positional, tool_index, validate_call
+
+#: Names of :mod:`.env`, a layer above the rest (its ``ToolEnv`` is a ``TextEnv``, and ``core``
+#: reads ReAct parsing from this package), so loaded on first use.
+_ENV_NAMES = ("ToolEnv", "ToolTurn")
+
+
+def __getattr__(name: str):
+    if name in _ENV_NAMES:
+        from . import env
+
+        return getattr(env, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CALL_STYLES",

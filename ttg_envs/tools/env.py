@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..core import ParsedAction, TextEnv, cap_text
+from ..core import StepOutcome, TextEnv, cap_text
 from .bounds import MAX_CALLS_PER_STEP, MAX_RESULT_CHARS, BoundExceeded, value_problem
 from .calls import ParsedResponse, ToolCall
 from .parsing import parse_tool_calls
 from .prompt import format_tool_responses, render_tools_prompt
+from .react import ParsedAction
 from .schema import Tool, tool_index, validate_call
 
 
@@ -43,6 +44,16 @@ class ToolTurn:
         problems = [e for e in self.errors if e]
         return " ".join(problems) or None
 
+    def outcome(self) -> StepOutcome:
+        """The step's outcome: the results as the observation, validity, and the transcript turn."""
+        return StepOutcome(
+            observation=self.observation,
+            action_valid=self.valid,
+            error=self.error,
+            assistant_message=self.assistant_message,
+            messages=self.messages,
+        )
+
 
 class ToolEnv(TextEnv):
     """Base class of tool-use envs. Subclasses provide ``tools`` and ``instructions`` and implement
@@ -50,6 +61,8 @@ class ToolEnv(TextEnv):
 
     #: Reject calls whose argument values do not match the schema's types (names are always checked).
     check_argument_types: bool = True
+    #: A subclass's per-episode engine state, if it keeps one there (clones start without it).
+    _episode: Any = None
 
     @property
     def tools(self) -> list[Tool]:
@@ -70,6 +83,12 @@ class ToolEnv(TextEnv):
     def system_prompt(self) -> str:
         """``instructions`` and the ``# Tools`` block, as Qwen3's chat template lays them out."""
         return render_tools_prompt(self.tools, self.instructions)
+
+    def _clone(self) -> ToolEnv:
+        # A clone gets no per-episode engine state (``_episode``) of its own: branching restores it.
+        clone = super()._clone()
+        clone._episode = None
+        return clone
 
     def tools_info(self) -> list[dict[str, Any]]:
         """``info["tools"]``: the current tools in OpenAI function format."""

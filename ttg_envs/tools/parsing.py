@@ -1,18 +1,16 @@
 """Read tool calls out of assistant text: Qwen/Hermes ``<tool_call>`` blocks, bare JSON, BFCL Python calls.
 
-Reasoning is skipped: text up to the last ``</think>`` (or from an unclosed ``<think>`` on) is never
-searched for calls. Then, in order:
+Reasoning (up to the last ``</think>``, or from an unclosed ``<think>`` on) is never searched. Then:
 
 1. ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, any number; a block may
-   also hold a JSON list of calls or a Python call. A last block left open is read if it is
+   also hold a JSON list of calls or a Python call; a last block left open is read if it is
    complete JSON (generation stopped at ``</tool_call>``).
-2. A response that is only JSON (optionally in a code fence): a call object or a list of them;
-   ``"parameters"`` is read like ``"arguments"``, and arguments given as a JSON string are decoded.
-   ``[]`` means "no call". JSON that is not a call is text.
+2. A response that is only JSON (optionally fenced): a call object or a list of them;
+   ``"parameters"`` reads as ``"arguments"``, string-encoded arguments are decoded; ``[]`` is no call.
 3. A response that is only BFCL's Python syntax: ``[f(a=1), g(b="x")]`` or one ``f(a=1)``.
 
-Anything else is a plain text response. Malformed call markup gives ``ParsedResponse.error`` naming
-the problem and the expected format; :func:`parse_tool_calls` never raises and runs in linear time.
+Anything else is plain text. Malformed call markup gives ``ParsedResponse.error`` naming the problem
+and the expected format; :func:`parse_tool_calls` never raises and runs in linear time.
 """
 
 from __future__ import annotations
@@ -21,10 +19,10 @@ import json
 import re
 from typing import Any, Iterable, Mapping
 
-from ..core import tag_blocks
 from .calls import ParsedResponse, ToolCall
 from .pysyntax import looks_like_python_calls, parse_python_calls
 from .schema import Tool, bind_positional
+from .tags import tag_blocks
 
 #: The call format the error texts ask for.
 HERMES_FORMAT = '<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>'

@@ -1,35 +1,11 @@
 """ALFWorld's real engine: textworld's ``PddlEnv`` wrapped by alfworld's ``AlfredDemangler`` and
 ``AlfredInfos``, made fast around the engine and shared by an episode, its resets and branches.
 
-- **Translate once.** :class:`CachedPddlEnv` is a ``PddlEnv`` that takes its parsed game logic and
-  SAS task from :mod:`.translation` (content-keyed, on disk), loads each into fast-downward once
-  per game, and resets by restoring the initial state instead of re-translating. The planner's
-  translation is made the first time a plan is asked for.
-- **Text without re-parsing.** Its feedback and admissible commands come from
-  :class:`~.textgen.FastDeriver` over the game's own grammar.
-- **Deterministic caches.** The engine is deterministic given the loaded game and its state:
-  fast-downward's state (one registry id per distinct state and load) plus textworld's
-  Python-side facts, which also keep the ``not_*`` facts of past effects (the grammar queries
-  them, so they are part of the state: the same fast-downward state reached by two paths can read
-  differently). Per loaded game the engine numbers each distinct (state id, facts) pair it meets
-  and keeps its admissible commands, win flag and Python-side state, and, by (state, command),
-  the successor and its feedback. A cached step is a dict lookup; the Python-side state is put
-  back only when an uncached step or the planner needs it. Branches and resets are (state,
-  feedback) pairs, so a branch costs the same at any step.
-- **Bounded planner.** :meth:`AlfredEngine.plan` runs fast-downward's ``replan`` (a C call that
-  nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
-  seconds; see :mod:`.planner`.
-- **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
-  state the episode came through still reaches the goal, by stepping it through the engine (also
-  after undoing the last one or two commands); only when none does is there a search. This is
-  the exact path (``PlanLength``, planner-k).
-- **Fast expert.** :meth:`AlfredEngine.fast_plan` (the scripted policies') never searches: the
-  state's known plan, else the domain expert of :mod:`.expert` over the current facts, kept in a
-  cache of its own that the exact path never reads. Its answers do not depend on time or load.
-
-``AlfredEngine(cached=False)`` keeps no successor cache (every step runs the engine), and
-``fast_text=False`` derives text with textworld's own ``PddlEnv.step`` and ``_gather_infos``
-(tatsu parses and deep copies included): the references the equality tests compare against.
+:class:`AlfredEngine` translates each game once (:mod:`.translation`), derives text without
+re-parsing (:mod:`.textgen`), caches successors by state, bounds the planner (:mod:`.planner`),
+repairs plans before it searches, and has a fast expert (:mod:`.expert`) that never searches; its
+docstring says how. ``AlfredEngine(cached=False, fast_text=False)`` is textworld's own path: the
+reference the equality tests compare against.
 """
 
 from __future__ import annotations
@@ -398,6 +374,32 @@ def _acquire(fast_text: bool) -> _Core:
 
 class AlfredEngine:
     """One loaded ALFWorld game on an engine core, shared by an episode, its resets and its branches.
+
+    - **Translate once.** :class:`CachedPddlEnv` is a ``PddlEnv`` that takes its parsed game logic and
+      SAS task from :mod:`.translation` (content-keyed, on disk), loads each into fast-downward once
+      per game, and resets by restoring the initial state instead of re-translating. The planner's
+      translation is made the first time a plan is asked for.
+    - **Text without re-parsing.** Its feedback and admissible commands come from
+      :class:`~.textgen.FastDeriver` over the game's own grammar.
+    - **Deterministic caches.** The engine is deterministic given the loaded game and its state:
+      fast-downward's state (one registry id per distinct state and load) plus textworld's
+      Python-side facts, which also keep the ``not_*`` facts of past effects (the grammar queries
+      them, so they are part of the state: the same fast-downward state reached by two paths can read
+      differently). Per loaded game the engine numbers each distinct (state id, facts) pair it meets
+      and keeps its admissible commands, win flag and Python-side state, and, by (state, command),
+      the successor and its feedback. A cached step is a dict lookup; the Python-side state is put
+      back only when an uncached step or the planner needs it. Branches and resets are (state,
+      feedback) pairs, so a branch costs the same at any step.
+    - **Bounded planner.** :meth:`AlfredEngine.plan` runs fast-downward's ``replan`` (a C call that
+      nothing can interrupt in-process) in a forked child that is killed after ``planner_timeout``
+      seconds; see :mod:`.planner`.
+    - **Plan repair.** ``plan(came_through=...)`` (the expert's) first checks whether the plan of a
+      state the episode came through still reaches the goal, by stepping it through the engine (also
+      after undoing the last one or two commands); only when none does is there a search. This is
+      the exact path (``PlanLength``, planner-k).
+    - **Fast expert.** :meth:`AlfredEngine.fast_plan` (the scripted policies') never searches: the
+      state's known plan, else the domain expert of :mod:`.expert` over the current facts, kept in a
+      cache of its own that the exact path never reads. Its answers do not depend on time or load.
 
     Args:
         cached: reuse the successors of (state, command) pairs seen before in the loaded game.

@@ -1,20 +1,13 @@
-"""A fast ALFWorld domain expert over the engine's PDDL facts: a plan to the goal from any state in
-well under a millisecond of Python, no search.
+"""A fast ALFWorld domain expert over the engine's PDDL facts: a plan to the goal from any state, no search.
 
 The engine knows every fact (where each object lies, what the agent holds, which receptacles are
-open, which objects are clean, hot, cool or toggled), so the six ALFWorld goals need no
-exploration: :func:`expert_plan` first frees the agent's hands when it holds an object the goal
-does not use (it puts it back where it was taken from when that costs no more: an undo), then
-enumerates the few choices a goal leaves (which object of the goal's type, which target
-receptacle, which sink, microwave or fridge, which lamp), simulates each choice's command sequence
-on a copy of the facts and keeps the cheapest under the domain's action costs (``go to``, ``open``,
-``take``, ``move``: 1; ``clean``/``heat``/``cool``/``use``: 5), ties broken by length, then by a
-fixed order of the choices (the receptacle the held object came from first, then by name). The result is a function of the state and the hint only (no time, no load).
-
-alfworld's own hand-coded expert (``alfworld.agents.expert``) explores from observations like an
-agent would; this one reads the state, so it is shorter and needs no memory of the episode. It
-does not promise the planner's optimum: the exact plan lengths that label step quality come from
-the planner (:meth:`~ttg_envs.envs.alfworld.env.ALFWorldEnv.expert_plan`).
+open, which objects are clean, hot, cool or toggled), so the six goals need no exploration:
+:func:`expert_plan` enumerates the few choices a goal leaves, simulates each on a copy of the facts
+and keeps the cheapest; the result is a function of the state and the hint only (no time, no
+load). alfworld's own hand-coded expert explores from observations; this one reads the state, so
+it is shorter and needs no memory of the episode. It does not promise the planner's optimum: the
+exact plan lengths that label step quality come from the planner
+(:meth:`~ttg_envs.envs.alfworld.env.ALFWorldEnv.expert_plan`).
 """
 
 from __future__ import annotations
@@ -271,6 +264,14 @@ _FORMATS = {
 
 def expert_plan(world: World, goal: ExpertGoal, names: Mapping[str, str], origin: str | None = None) -> list[str] | None:
     """The expert's commands from ``world`` to ``goal`` (None when no choice reaches it).
+
+    It first frees the agent's hands when it holds an object the goal
+    does not use (it puts it back where it was taken from when that costs no more: an undo), then
+    enumerates the few choices a goal leaves (which object of the goal's type, which target
+    receptacle, which sink, microwave or fridge, which lamp), simulates each choice's command sequence
+    on a copy of the facts and keeps the cheapest under the domain's action costs (``go to``, ``open``,
+    ``take``, ``move``: 1; ``clean``/``heat``/``cool``/``use``: 5), ties broken by length, then by a
+    fixed order of the choices (the receptacle the held object came from first, then by name). The result is a function of the state and the hint only (no time, no load).
 
     ``names``: the engine's display name of each PDDL object (``mug_bar_...`` -> ``mug 1``).
     ``origin``: the receptacle the held object was taken from, preferred when the hands must be

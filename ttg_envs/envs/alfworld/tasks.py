@@ -67,7 +67,7 @@ def load_tasks(
     ``$ALFWORLD_DATA/json_2.1.1/<split>`` (fetched beforehand with ``alfworld-download``),
     filtered as alfworld does. ``game_files``: a ``.tw-pddl`` file, a folder searched recursively,
     a ``.jsonl``/``.jsonl.gz`` file of task lines in the bundled format (what
-    :mod:`~ttg_envs.envs.alfworld.generator` writes, e.g. more train-family tasks), or a list of
+    :mod:`~ttg_envs.datagen.alfworld` writes, e.g. more train-family tasks), or a list of
     these (then ``split`` only labels the tasks).
     """
     if game_files is not None:

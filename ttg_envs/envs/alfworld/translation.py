@@ -1,18 +1,12 @@
 """fast-downward's PDDL->SAS translations and textworld's parsed game logic, cached by content.
 
-A new ALFWorld game costs a tatsu parse of its grammar and fast-downward translations of its
-PDDL (``PddlEnv`` runs ``pddl2sas`` four times per load + reset). The results depend only on the
-game's text and the engine versions, so they are kept on disk under the project's cache dir
-(``$TTG_ENVS_CACHE/alfworld/``): a game seen before by any process loads without parsing or
-translating. The planner's (optimized) translation is made only when a plan is first asked for.
-
-An entry is a zlib-compressed pickle behind a header holding its key and the payload's sha256;
-an entry whose header, key or checksum does not match is rebuilt, never trusted. Entries are read
-as data only (:func:`load_data`): the unpickler resolves nothing but the container types and the
-textworld / fast-downward logic classes an entry is made of, so a forged entry cannot name a
-function (``os.system``, ``eval``) to run while it loads; it fails and is rebuilt. The grammar
-expressions textworld evaluates when it writes text (``EvalSymbol``) must be text of the game's
-own grammar, or the entry is rebuilt too.
+A new ALFWorld game costs a tatsu parse of its grammar and fast-downward translations of its PDDL
+(``PddlEnv`` runs ``pddl2sas`` four times per load + reset). The results depend only on the game's
+text and the engine versions, so they are kept on disk (``$TTG_ENVS_CACHE/alfworld/``); the
+planner's translation is made only when a plan is first asked for. An entry is a zlib-compressed
+pickle behind a header holding its key and sha256, rebuilt whenever header, key or checksum does
+not match, and read as data only (:func:`load_data`: no function can be named by a forged entry;
+textworld's ``EvalSymbol`` expressions must be text of the game's own grammar).
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """``ttg/AWM-v0``: AgentWorldModel environments, a SQLite database behind each scenario's tool API.
 
 An episode builds a fresh database from the scenario's schema and sample rows and serves the
-scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox`). The tools are the
+scenario's FastAPI app over it in a sandboxed child process (:mod:`.sandbox.inside_app`). The tools are the
 app's routes (named by ``operationId``), listed in the system prompt and ``info["tools"]``. An
 assistant response without tool calls is the final answer: the scenario's verifier then compares
 the initial and final databases (and the answer) in another sandboxed child and sets ``success``.
-Branches (where the app keeps its state in the database: the bundled apps) copy the database with
-SQLite's backup API into a subfolder of the same sandbox and fork the running app there; otherwise
-they replay the episode, so an app's in-memory state is rebuilt too. Resets fork a warm app of the
-scenario (:class:`_Sandbox`), so neither starts a sandbox or loads app code. A sandbox only ever holds
-one scenario's code (its trust domain): a reset to another scenario moves the episode to a sandbox of
-that scenario's own. The parent reads the episode folder only through a directory descriptor
-(:mod:`.folder`): a database the app replaced by a link, a directory or nothing is an error, never a
+Branches and resets fork warm apps in a sandbox that holds only one scenario's code
+(:class:`_Sandbox`: how, and when a branch replays instead). The parent reads the episode folder only through a directory descriptor
+(:mod:`.sandbox.host_folder`): a database the app replaced by a link, a directory or nothing is an error, never a
 file read or written outside.
 """
 
@@ -35,11 +31,13 @@ from ..._optional import require
 from ...core import StepOutcome
 from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
-from . import db, isolation
-from .folder import EpisodeFolder
+from ...tools.bounds import BoundExceeded
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
-from .runtime import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
+from .sandbox import host_bwrap, host_db, host_folder
+from .sandbox.host_cgroup import SandboxCgroup
+from .sandbox.host_folder import EpisodeFolder, remove_abandoned
+from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
 
 BUNDLED_DATA_DIR = Path(__file__).parent / "data"
 INSTRUCTIONS = (
@@ -97,6 +95,11 @@ class _Sandbox:
     the episode folders gone) waits in a pool for the next env of this process that runs the same
     scenario: at most :data:`POOL` per scenario and :data:`POOL_TOTAL` per mode (the least recently
     released closed first); what is left there is closed at exit (:func:`close_idle_sandboxes`).
+
+    Branches (where the app keeps its state in the database: the bundled apps) copy the database
+    with SQLite's backup API into a subfolder of the same sandbox and fork the running app there;
+    otherwise they replay the episode, so an app's in-memory state is rebuilt too. A reset to
+    another scenario moves the episode to a sandbox of that scenario's own.
     """
 
     WARM_APPS = 4
@@ -109,14 +112,28 @@ class _Sandbox:
 
     def __init__(self, mode: str, domain: str) -> None:
         self.mode, self.domain = mode, domain
-        self.folder = EpisodeFolder(owner=isolation.owner() if mode == "bwrap" else None)
-        self.zygote = Zygote(self.folder.path, mode)
+        # As root, a uid of its own: its process limit is not shared with any other sandbox.
+        self.lease = host_bwrap.UidLease() if mode == "bwrap" and host_bwrap.needs_lease() else None
+        self.uid = self.lease.uid if self.lease is not None else None
+        try:
+            self.folder = EpisodeFolder.locked(owner=host_bwrap.owner(self.uid))
+        except BaseException:
+            if self.lease is not None:
+                self.lease.close()
+            raise
+        # And, where the host can make one, a cgroup bounding its CPU, memory and tasks in all.
+        self.cgroup = SandboxCgroup.create(f"ttg-awm-{self.uid}") if self.uid is not None else None
+        self.zygote = Zygote(self.folder.path, mode, self.uid, self.cgroup)
         self.users = 0
         self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()
 
     @classmethod
     def take(cls, mode: str, domain: str) -> _Sandbox:
-        """An idle sandbox of ``mode`` for the scenario ``domain`` from the pool, else a new one (started on first use)."""
+        """An idle sandbox of ``mode`` for the scenario ``domain`` from the pool, else a new one (started on first use).
+
+        First the folders that dead hosts (``kill -9``) left are deleted.
+        """
+        remove_abandoned()
         dead = []
         try:
             with cls._lock:
@@ -141,7 +158,7 @@ class _Sandbox:
         evicted = [self]
         with self._lock:
             pool = self._pool.setdefault((os.getpid(), self.mode), [])
-            if self.zygote.running and self.zygote.sweep():
+            if self.zygote.running and self.zygote.sweep() and self.zygote.clear_tmp():
                 pool.append(self)
                 evicted = []
                 same = [s for s in pool if s.domain == self.domain]
@@ -197,6 +214,10 @@ class _Sandbox:
             self.drop_warm(key)
         self.zygote.close()
         self.folder.close()
+        if self.cgroup is not None:
+            self.cgroup.close()
+        if self.lease is not None:
+            self.lease.close()
 
 
 def close_idle_sandboxes() -> None:
@@ -281,8 +302,8 @@ def _initial_database(scenario: Scenario) -> bytes:
             _INITIAL.popitem(last=False)
         scratch = Path(tempfile.mkdtemp(prefix="ttg-awm-build-"))
         try:
-            db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
-            _INITIAL[key] = db.snapshot(scratch / "initial.db")
+            host_db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
+            _INITIAL[key] = host_db.snapshot(scratch / "initial.db")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return _INITIAL[key]
@@ -305,10 +326,10 @@ class AWMEnv(ToolEnv):
         verifier_timeout: seconds a verifier may take.
         max_steps: truncation limit (paper table 4: 20).
         sandbox: ``"bwrap"`` (default): app and verifier code run in bubblewrap's namespaces as an
-            unprivileged uid (:mod:`.isolation`); :class:`~.isolation.SandboxUnavailable` when it
+            unprivileged uid (:mod:`.sandbox.host_bwrap`); :class:`~.sandbox.host_bwrap.SandboxUnavailable` when it
             cannot run here. ``"python"``: only the in-process guard (warns).
         limits: hard resource limits of app and verifier processes (keys of
-            :data:`~.sandbox.DEFAULT_LIMITS`: ``as``, ``fsize``, ``cpu``, ``nproc``, ``nofile``).
+            :data:`~.sandbox.inside_guard.DEFAULT_LIMITS`: ``as``, ``fsize``, ``cpu``, ``nproc``, ``nofile``).
         state_in_database: whether the apps keep all their state in the database and per-request
             SQLAlchemy connections, so that a branch may copy the database and fork the running app
             (its memory comes along; default: true for the bundled apps, false for ``path``; false
@@ -336,7 +357,7 @@ class AWMEnv(ToolEnv):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         for module in ("fastapi", "sqlalchemy", "httpx"):
             require(module, "awm")
-        isolation.check(sandbox)
+        host_bwrap.check(sandbox)
         if split != "train":
             raise ValueError(f"AWM has one split, 'train'; got {split!r}")
         if path is None and source != "bundled":
@@ -409,6 +430,8 @@ class AWMEnv(ToolEnv):
                 before = None
             try:
                 warm = self._load_warm(ws, scenario, prepared)
+                if ws.sandbox.users == 1:  # no branch of this env uses the sandbox: nothing of the last episode stays in /tmp
+                    ws.zygote.clear_tmp()
             except BaseException:
                 # A failed reset leaves the previous episode's database (its app restarts on the next call).
                 ws.load(before) if before is not None else ws.stop_app()
@@ -456,13 +479,7 @@ class AWMEnv(ToolEnv):
     def _apply(self, response: ParsedResponse) -> StepOutcome:
         if response.calls:
             turn = self._run_calls(response, self._execute)
-            return StepOutcome(
-                observation=turn.observation,
-                action_valid=turn.valid,
-                error=turn.error,
-                assistant_message=turn.assistant_message,
-                messages=turn.messages,
-            )
+            return turn.outcome()
         if not _final_answer(response.content):
             # The same rule as every env: an empty reply is an invalid step, not an (empty) final answer.
             error = "Empty response: call a tool, or write the final answer (a reply without tool calls ends the episode)."
@@ -503,18 +520,40 @@ class AWMEnv(ToolEnv):
             status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body, timeout=self.tool_timeout)
         except SandboxTimeout:
             self._workspace.app = None
+            self._check_disk(call)
             return f"Error calling {call.name}: the tool did not answer within {self.tool_timeout:g} s."
         except SandboxError as exc:
             self._workspace.stop_app()
+            self._check_disk(call)
             return f"Error calling {call.name}: {exc}"
+        self._check_disk(call)
         if status >= 400:
             return f"Error calling {call.name}. Status code: {status}. Response: {text}"
         return text
 
+    def _check_disk(self, call: ToolCall) -> None:
+        """:class:`BoundExceeded` when the sandbox's files add up past :data:`~.sandbox.host_folder.DISK_BYTES`
+        or :data:`~.sandbox.host_folder.DISK_FILES`: the app is stopped and every file but the episode
+        database removed from the episode's folder (and what the host did not make from the sandbox's);
+        the database keeps the call's writes."""
+        ws = self._workspace
+        used, files = ws.sandbox.folder.usage()
+        if used <= host_folder.DISK_BYTES and files <= host_folder.DISK_FILES:
+            return
+        ws.stop_app()
+        keep = {_Workspace.DATABASE, f"{_Workspace.DATABASE}-wal", f"{_Workspace.DATABASE}-journal"}
+        ws.folder.prune(keep)
+        ws.sandbox.folder.prune(set())
+        raise BoundExceeded(
+            f"{call.name} left the sandbox's files at {used} bytes in {files} entries; the bound is "
+            f"{host_folder.DISK_BYTES} bytes and {host_folder.DISK_FILES} entries, so the app was stopped and "
+            "its files but the database removed"
+        )
+
     def _state_key(self) -> str:
         h = hashlib.sha256(self.current_task.id.encode())
         try:
-            h.update(db.digest_snapshot(self._workspace.read()).encode())
+            h.update(host_db.digest_snapshot(self._workspace.read()).encode())
         except SandboxError as exc:
             h.update(f"unusable: {exc}".encode())
         h.update(b"answered" if self._answer is not None else b"open")
@@ -524,6 +563,16 @@ class AWMEnv(ToolEnv):
         # A copy of the database (and of the app's process, when it runs) is the whole state only
         # when the app keeps nothing in memory that a restart would not rebuild.
         if not self.state_in_database:
+            return None
+        try:
+            return self._workspace.read(), self._answer, self._workspace
+        except SandboxError:
+            return None
+
+    def _fallback_snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
+        # A replay diverged (an app whose state is not all in its database): a fork of the running
+        # app carries its memory, so it is this state; without a running app there is no copy.
+        if self._workspace.app is None or not self._workspace.app.alive or self._answer is not None:
             return None
         try:
             return self._workspace.read(), self._answer, self._workspace

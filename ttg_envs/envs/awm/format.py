@@ -11,8 +11,7 @@ A dataset folder holds JSONL files joined by scenario name (never by line number
 - ``gen_verifier.pure_code.jsonl``: ``{"scenario", "task_idx", "task", "verification": {"code"}}`` whose
   code defines ``verify_task_completion(initial_db_path, final_db_path, final_answer) -> {"result": ...}``.
 
-Verifier files hold a few duplicate ``(scenario, task_idx)`` rows; the first one wins, as in AWM's
-own helper. Files may also be gzipped (``.jsonl.gz``).
+Duplicate verifier rows: the first one wins, as in AWM's own helper. Files may be gzipped.
 """
 
 from __future__ import annotations

@@ -2,14 +2,11 @@
 
 - Single-turn: ``ast_checker`` on the decoded calls ``[{name: arguments}]`` with the un-hinted docs.
 - Irrelevance / relevance: "no call" / "some call", as bfcl-eval's relevance runner decides.
-- Multi-turn: per finished turn, the checks of ``multi_turn_checker`` in its order: a turn whose
-  ground truth has calls must have model calls, then ``state_checker`` (backend attributes equal to
-  the ground-truth run's) and ``response_checker`` (every ground-truth result among the model's
-  results so far). The env runs them when each turn ends instead of replaying the whole episode.
+- Multi-turn: per finished turn, the checks of ``multi_turn_checker`` in its order (calls where the
+  ground truth has some, ``state_checker``, ``response_checker``), run when each turn ends.
 
-``ast_checker`` and ``eval_runner`` import bfcl-eval's model registry, which imports every provider
-SDK; they only read ``MODEL_CONFIG_MAPPING[model].underscore_to_dot`` (for dotted function names),
-so they are imported with a stand-in registry (the env's two checker models) that is removed from
+``ast_checker`` and ``eval_runner`` import bfcl-eval's model registry (every provider SDK) only to
+read ``underscore_to_dot``, so they are imported with a stand-in registry that is removed from
 ``sys.modules`` right after. Official scoring uses :data:`CHECKER_MODEL` (dotted names, as bfcl-eval
 scores the local prompting and Qwen-FC handlers); lenient scoring :data:`LENIENT_CHECKER_MODEL`
 (tools shown with ``_`` for ``.``, scored with ``underscore_to_dot``, as for OpenAI-style FC models).

@@ -11,45 +11,19 @@ from typing import Any, Iterable
 
 from ...core import ParsedAction, StepOutcome
 from ...registry import turn_limit
-from ...tools import (
-    ParsedResponse,
-    Tool,
-    ToolCall,
-    ToolEnv,
-    format_tool_responses,
-    parse_tool_calls,
-    render_tool_list,
-    tool_index,
-)
-from ...tools.bounds import MAX_CALLS_PER_STEP, BoundExceeded
+from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv, parse_tool_calls, render_tool_list, tool_index
 from ...tools.statecopy import copy_state
 from .backends import Backends
 from .checker import check_single_turn, check_turn
 from .data import BFCLTask, bfcl_module, load_tasks, to_tool, tool_name
-from .harness import (
-    MODEL_STYLES,
-    HarnessDecoder,
-    TooLarge,
-    call_of_source,
-    literal_bound_problem,
-    single_turn_calls,
-    single_turn_verdict,
-    strip_reasoning,
-)
+from .harness import MODEL_STYLES
+from .scoring import EMPTY_RESPONSE, SCORINGS, make_scoring
 
 #: bfcl-eval's per-turn limit on steps with calls (``MAXIMUM_STEP_LIMIT``); past it the entry fails.
 MAX_STEPS_PER_TURN = 20
 #: ``scoring=``: ``official`` (bfcl-eval's decode and verdicts) or ``lenient`` (the forgiving parser; README).
-SCORING_MODES = ("official", "lenient")
-#: The error of an empty reply (or one that is only reasoning): an invalid step in both scorings.
-EMPTY_RESPONSE = "Empty response: call a tool, or answer in text."
-
-
-def _flag(outcome: StepOutcome, error: str | None) -> StepOutcome:
-    """``outcome`` marked as an invalid step when ``error`` is set (what the scoring did stays)."""
-    if error is not None:
-        outcome.action_valid, outcome.error = False, error
-    return outcome
+SCORING_MODES = tuple(SCORINGS)
+__all__ = ["EMPTY_RESPONSE", "MAX_STEPS_PER_TURN", "SCORING_MODES", "BFCLEnv"]
 
 
 @dataclass
@@ -82,8 +56,7 @@ class BFCLEnv(ToolEnv):
     cannot decode, or that decodes to no call, ends the turn, as in its inference loop), tools are
     named as that style is scored (the docs' dotted names), and ``prompting`` also gets bfcl-eval's
     own system prompt. ``scoring="lenient"`` is the forgiving parse the README lists departure by
-    departure (any call syntax, positional arguments, ``_`` for ``.``; a malformed multi-turn step
-    is an invalid step and the turn goes on).
+    departure. The two are strategies of :mod:`.scoring`, chosen here once (``self.scoring_rule``).
 
     Args:
         categories: category or group names (``non_live``, ``live``, ``multi_turn``,
@@ -117,18 +90,15 @@ class BFCLEnv(ToolEnv):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if categories is not None and split is not None:
             raise ValueError("give categories or split, not both")
-        if scoring not in SCORING_MODES:
-            raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
+        #: The scoring strategy (:mod:`.scoring`): every place the two scorings differ asks it.
+        self.scoring_rule = make_scoring(scoring, model_style)
         if model_style not in MODEL_STYLES:
             raise ValueError(f"model_style must be one of {MODEL_STYLES}, got {model_style!r}")
         self.scoring = scoring
         self.model_style = model_style
         self.tasks: list[BFCLTask] = load_tasks(categories or split or "all")
         self.max_steps_per_turn = int(max_steps_per_turn)
-        if self.official:
-            # Never truncate before the harness would stop: each turn ends by its 21st step.
-            longest = max(len(t.turns) for t in self.tasks)
-            self.max_steps = max(self.max_steps, (self.max_steps_per_turn + 1) * longest)
+        self.max_steps = self.scoring_rule.max_steps(self.max_steps, self.max_steps_per_turn, max(len(t.turns) for t in self.tasks))
         self._task: BFCLTask | None = None
         self._episode: _Episode | None = None
         self._single_tools: list[Tool] = []
@@ -153,13 +123,13 @@ class BFCLEnv(ToolEnv):
     @property
     def official(self) -> bool:
         """True when verdicts are bfcl-eval's harness verdicts (``scoring="official"``)."""
-        return self.scoring == "official"
+        return self.scoring_rule.name == "official"
 
     @property
     def system_prompt(self) -> str:
         """Official ``prompting``: bfcl-eval's own system prompt (format, functions as JSON) and the
         entry's system message; otherwise the instructions and the Qwen3 ``# Tools`` block."""
-        if not (self.official and self.model_style == "prompting"):
+        if not self.scoring_rule.prompting:
             return super().system_prompt
         utils = bfcl_module("bfcl_eval.model_handler.utils")
         task = self._task
@@ -169,10 +139,10 @@ class BFCLEnv(ToolEnv):
 
     def scored_name(self, doc_name: str) -> str:
         """The name a function is shown and scored under: the doc's own (official) or with ``_`` for ``.`` (lenient)."""
-        return doc_name if self.official else tool_name(doc_name)
+        return doc_name if self.scoring_rule.keep_dots else tool_name(doc_name)
 
     def _to_tool(self, doc) -> Tool:
-        return to_tool(doc, keep_dots=self.official)
+        return to_tool(doc, keep_dots=self.scoring_rule.keep_dots)
 
     @property
     def instructions(self) -> str:
@@ -184,11 +154,9 @@ class BFCLEnv(ToolEnv):
         parts += [m["content"] for m in self._task.turns[0] if m["role"] == "system"]
         return "\n\n".join(parts)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start an entry; the transcript holds the entry's whole first-turn conversation."""
-        observation, info = super().reset(seed=seed, options=options)
-        self.messages = [self.messages[0]] + [dict(m) for m in self._task.turns[0] if m["role"] != "system"]
-        return observation, info
+    def _opening_messages(self, observation: str) -> list[dict[str, Any]]:
+        """The entry's whole first-turn conversation (live entries replay earlier assistant turns)."""
+        return [dict(m) for m in self._task.turns[0] if m["role"] != "system"]
 
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self._task = self.tasks[index]
@@ -211,46 +179,10 @@ class BFCLEnv(ToolEnv):
     def parse_action(self, text: str) -> ParsedAction:
         """Official: the text itself (bfcl-eval's decoder reads it when it is applied). Lenient: tool
         calls in any supported syntax; BFCL's dotted names (``math.factorial``) also resolve."""
-        if self.official:
-            return ParsedAction(text)
-        index = tool_index(self.callable_tools)
-        aliases = {name: index[tool_name(name)] for name in self._dotted_names if tool_name(name) in index}
-        response = parse_tool_calls(text, {**aliases, **index})
-        if response.error:
-            return ParsedAction(None, response.error)
-        calls = tuple(ToolCall(tool_name(c.name), c.arguments) if c.name in aliases else c for c in response.calls)
-        return ParsedAction(replace(response, calls=calls))
+        return self.scoring_rule.parse(self, text)
 
     def _apply(self, response: ParsedResponse | str) -> StepOutcome:
-        if isinstance(response, str):
-            return self._apply_official(response)
-        empty = None if response.calls or strip_reasoning(response.content).strip() else EMPTY_RESPONSE
-        if self._episode is None:
-            return _flag(self._score_single(response.calls, response), empty)
-        if response.calls:
-            return self._tool_step(response)
-        return _flag(self._end_turn(response), empty)
-
-    def official_error(self, text: str, names: Iterable[str]) -> str | None:
-        """Why an officially scored step is invalid (None: valid), by the rule every env follows: an
-        empty reply, a call to no tool of the entry, or call markup that bfcl-eval's decoder for
-        ``model_style`` does not read. ``names`` are the functions the decoder read in ``text``. Only
-        ``action_valid`` and ``error`` follow from it; the verdict stays the harness's."""
-        visible = strip_reasoning(text).strip()
-        if not visible:
-            return EMPTY_RESPONSE
-        names = list(names)
-        known = {t.name for t in self.callable_tools}
-        unknown = [name for name in names if name not in known]
-        if unknown:
-            return f"Unknown tool {unknown[0]!r}. Available tools: {', '.join(t.name for t in self.tools) or 'none'}."
-        if not names:
-            parsed = parse_tool_calls(visible)
-            if parsed.error:
-                return parsed.error
-            if parsed.calls:
-                return f"Invalid tool call: bfcl-eval's {self.model_style!r} decoder reads no call in this response."
-        return None
+        return self.scoring_rule.apply(self, response)
 
     def _invalid_outcome(self, error: str) -> StepOutcome:
         if self._episode is None:
@@ -299,11 +231,6 @@ class BFCLEnv(ToolEnv):
         self._episode = branch._episode
         return True
 
-    def _clone(self) -> BFCLEnv:
-        clone = super()._clone()
-        clone._episode = None
-        return clone
-
     # ------------------------------------------------------------ BFCL extras
     @property
     def task_entry(self) -> BFCLTask:
@@ -328,83 +255,10 @@ class BFCLEnv(ToolEnv):
             observation=observation, reward=float(success), terminated=True, success=success, info={"evaluation": verdict}
         )
         if response is not None and response.calls:
-            if self.official:
-                results = ["Recorded for scoring (single-turn entries are not executed)."] * len(response.calls)
-                outcome.assistant_message, outcome.messages = self._transcript(response.content, response.calls, results)
-            else:
-                turn = self._run_calls(response, lambda call: "Recorded for scoring (single-turn entries are not executed).")
-                outcome.assistant_message, outcome.messages = turn.assistant_message, turn.messages
-                outcome.action_valid, outcome.error = turn.valid, turn.error
+            self.scoring_rule.record_single(self, outcome, response)
         return outcome
 
-    # ------------------------------------------------------------ official scoring
-    def _apply_official(self, text: str) -> StepOutcome:
-        task = self._task
-        if self._episode is None:
-            calls = single_turn_calls(task, text, self.model_style)
-            verdict = single_turn_verdict(task, text, self.model_style)
-            outcome = self._single_outcome(verdict, ParsedResponse(text, tuple(calls), self.model_style))
-            outcome = _flag(outcome, self.official_error(text, [c.name for c in calls]))
-            bound = literal_bound_problem(task, text, self.model_style)
-            if bound:  # the harness's verdict stands (a decode failure); the step names our bound
-                outcome.action_valid, outcome.error = False, f"Bound exceeded: {bound}."
-                outcome.observation = f"{outcome.error}\n\n{outcome.observation}"
-            return outcome
-        # The harness's inference loop: a step it cannot decode, or that decodes to no call, ends the turn.
-        try:
-            sources = HarnessDecoder(self.model_style).decode_execute(strip_reasoning(text), False)
-        except TooLarge as exc:  # a bound of ours, not a decode failure of the harness: the turn goes on
-            return self._bound_step(str(exc), text, [])
-        except Exception:
-            sources = []
-        utils = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
-        if not isinstance(sources, list) or utils.is_empty_execute_response(sources):
-            return _flag(self._end_turn(ParsedResponse(text)), self.official_error(text, []))
-        sources = [str(s) for s in sources]
-        return _flag(self._official_calls(text, sources), self.official_error(text, [call_of_source(s).name for s in sources]))
-
-    def _official_calls(self, text: str, sources: list[str]) -> StepOutcome:
-        """Execute a step's decoded calls as the harness does (an unknown name is its error result);
-        a step whose calls cross a bound is undone whole and is an invalid step naming it."""
-        task, episode = self._task, self._episode
-        try:
-            if len(sources) > MAX_CALLS_PER_STEP:
-                raise BoundExceeded(f"the response makes {len(sources)} calls; the bound is {MAX_CALLS_PER_STEP} per step, so none was run")
-            with episode.model.atomic():
-                results = [episode.model.execute_source(s) for s in sources]
-        except BoundExceeded as exc:
-            return self._bound_step(str(exc), text, sources)
-        episode.call_steps += 1
-        episode.turn_steps += 1
-        episode.results.extend(results)
-        assistant, messages = self._transcript(text, [call_of_source(s) for s in sources], results)
-        if episode.call_steps <= self.max_steps_per_turn:
-            return StepOutcome(observation=format_tool_responses(results), assistant_message=assistant, messages=messages)
-        # Past the limit the harness stops the entry; on the last turn its record is still complete and graded.
-        if episode.turn == len(task.turns) - 1:
-            outcome = self._end_turn(ParsedResponse(text))
-        else:
-            verdict = {
-                "valid": False,
-                "error_type": "multi_turn:force_terminated",
-                "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}.",
-            }
-            episode.verdicts.append(verdict)
-            outcome = StepOutcome(
-                observation=f"Turn {episode.turn} went past {self.max_steps_per_turn} steps; the episode is over.",
-                terminated=True,
-                info={"evaluation": verdict},
-            )
-        outcome.assistant_message, outcome.messages = assistant, messages + [{"role": "user", "content": outcome.observation}]
-        return outcome
-
-    def _bound_step(self, bound: str, text: str, sources: list[str]) -> StepOutcome:
-        """An invalid step that changed nothing: a call crossed a bound (named in the observation)."""
-        error = f"Bound exceeded: {bound}."
-        assistant, messages = self._transcript(text, [call_of_source(s) for s in sources], [f"Error: {error}"] * len(sources))
-        outcome = StepOutcome(observation=error, action_valid=False, error=error, assistant_message=assistant, messages=messages)
-        return self._count_turn_step(outcome)
-
+    # ------------------------------------------------------------ transcript
     def _transcript(self, content: str, calls, results: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         calls = [c.with_id(f"call_{self.elapsed_steps}_{i}") for i, c in enumerate(calls)]
         assistant = {"role": "assistant", "content": content, "tool_calls": [c.openai() for c in calls]}
@@ -427,38 +281,32 @@ class BFCLEnv(ToolEnv):
             return self._count_turn_step(outcome)
         episode.call_steps += 1
         episode.results.extend(r for r, e in zip(turn.results, turn.errors) if e is None)
-        outcome = StepOutcome(
-            observation=turn.observation,
-            action_valid=turn.valid,
-            error=turn.error,
-            assistant_message=turn.assistant_message,
-            messages=turn.messages,
-        )
+        outcome = turn.outcome()
         return self._count_turn_step(outcome)
 
     def _count_turn_step(self, outcome: StepOutcome) -> StepOutcome:
         episode = self._episode
         episode.turn_steps += 1
-        if episode.turn_steps > self.max_steps_per_turn:
-            verdict = {
-                "valid": False,
-                "error_type": "multi_turn:force_terminated",
-                "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}.",
-            }
-            episode.verdicts.append(verdict)
-            outcome.terminated = True
-            outcome.info = {**(outcome.info or {}), "evaluation": verdict}
+        return self._force_terminate(outcome) if episode.turn_steps > self.max_steps_per_turn else outcome
+
+    def _force_terminate(self, outcome: StepOutcome) -> StepOutcome:
+        """``outcome`` ending the episode as bfcl-eval does past its per-turn step limit (the turn's failed verdict)."""
+        episode = self._episode
+        verdict = {
+            "valid": False,
+            "error_type": "multi_turn:force_terminated",
+            "error_message": f"More than {self.max_steps_per_turn} steps in turn {episode.turn}.",
+        }
+        episode.verdicts.append(verdict)
+        outcome.terminated = True
+        outcome.info = {**(outcome.info or {}), "evaluation": verdict}
         return outcome
 
     def _end_turn(self, response: ParsedResponse) -> StepOutcome:
         episode, task = self._episode, self._task
         index = episode.turn
         truth_calls = task.ground_truth[index]
-        if self.official:
-            truth = episode.truth
-            truth_results = [truth.execute_source(call) for call in truth_calls]
-        else:
-            truth_results = [episode.truth.execute(call) for call in self._truth_calls(truth_calls)]
+        truth_results = self.scoring_rule.truth_results(self, truth_calls)
         verdict = check_turn(index, episode.model, episode.truth, episode.results, truth_results, truth_calls, episode.call_steps)
         episode.verdicts.append(verdict)
         assistant = {"role": "assistant", "content": response.content}
@@ -489,7 +337,7 @@ class BFCLEnv(ToolEnv):
         task = self._task
         if index in task.held_out:
             prompts = bfcl_module("bfcl_eval.constants.default_prompts")
-            if self.official and self.model_style == "prompting":
+            if self.scoring_rule.prompting:
                 return prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(functions=task.held_out[index])
             added = [self._to_tool(doc) for doc in task.held_out[index]]
             return f"{render_tool_list(added)}\n{prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC}"

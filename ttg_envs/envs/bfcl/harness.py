@@ -1,24 +1,11 @@
 """bfcl-eval's own evaluation path for one response, per model style, without running model text.
 
-bfcl-eval grades a local model's raw generation with the model handler's decoders:
-
-- ``prompting`` (``QwenHandler``, ``LlamaHandler``...: ``default_decode_ast_prompting`` /
-  ``default_decode_execute_prompting``): Python call syntax ``[f(a=1)]``, keyword arguments only,
-  no code-fence strip, Java/JavaScript categories parsed as Java/JavaScript source (every value
-  is its source text); scored with the docs' dotted names (``underscore_to_dot=False``).
-- ``fc`` (``QwenFCHandler``): ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`` blocks
-  exactly as Qwen's template writes them (a block without those newlines, or whose JSON does not
-  load, is not a call); JSON values; also dotted names, ``underscore_to_dot=False``.
-
-Both Qwen handlers keep only the text after the last ``</think>``. The verdicts come from
-eval_runner's own per-entry functions (``_evaluate_single_ast_entry``,
-``_evaluate_single_relevance_entry``) called with a stand-in handler that holds those decoders.
-
-Two places where bfcl-eval calls ``eval`` on model text are not followed: an arithmetic
-expression in an argument (``x=2*3``) is evaluated only when it is literal arithmetic of bounded
-size (anything else is a decode failure, where bfcl-eval would evaluate it in its module), and a
-multi-turn call is executed by :func:`execute_call_source`, which resolves names only to the
-episode's backend methods (bfcl-eval's ``eval`` would also reach Python builtins).
+bfcl-eval grades a local model's raw generation with its model handler's decoders (``prompting``:
+Python call syntax; ``fc``: Qwen's ``<tool_call>`` blocks; :class:`HarnessDecoder` says how each
+reads), and the verdicts come from eval_runner's own per-entry functions called with a stand-in
+handler that holds those decoders. Where bfcl-eval calls ``eval`` on model text, this evaluates
+only bounded literal arithmetic and resolves calls only to the episode's backend methods
+(:func:`execute_call_source`).
 """
 
 from __future__ import annotations
@@ -61,7 +48,20 @@ class HarnessDecoder:
     """The ``decode_ast`` / ``decode_execute`` pair of bfcl-eval's handler for ``style``.
 
     It is what eval_runner's per-entry functions receive as ``handler``; they raise on undecodable
-    text exactly as with the real handler.
+    text exactly as with the real handler. bfcl-eval grades a local model's raw generation with
+    these decoders:
+
+    - ``prompting`` (``QwenHandler``, ``LlamaHandler``...: ``default_decode_ast_prompting`` /
+      ``default_decode_execute_prompting``): Python call syntax ``[f(a=1)]``, keyword arguments only,
+      no code-fence strip, Java/JavaScript categories parsed as Java/JavaScript source (every value
+      is its source text); scored with the docs' dotted names (``underscore_to_dot=False``).
+    - ``fc`` (``QwenFCHandler``): ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`` blocks
+      exactly as Qwen's template writes them (a block without those newlines, or whose JSON does not
+      load, is not a call); JSON values; also dotted names, ``underscore_to_dot=False``.
+
+    Both Qwen handlers keep only the text after the last ``</think>``. The verdicts come from
+    eval_runner's own per-entry functions (``_evaluate_single_ast_entry``,
+    ``_evaluate_single_relevance_entry``) called with a stand-in handler that holds those decoders.
     """
 
     def __init__(self, style: str):
@@ -159,6 +159,12 @@ def literal_bound_problem(task: BFCLTask, text: str, style: str) -> str | None:
 def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mapping[str, str]) -> str:
     """Run one call string from ``decode_execute`` (or a ground-truth call) as bfcl-eval's
     ``execute_multi_turn_func_call`` does, with names resolved only to the backends' public methods.
+
+    Two places where bfcl-eval calls ``eval`` on model text are not followed: an arithmetic
+    expression in an argument (``x=2*3``) is evaluated only when it is literal arithmetic of bounded
+    size (anything else is a decode failure, where bfcl-eval would evaluate it in its module), and a
+    multi-turn call is executed here, with names resolved only to the episode's backend methods
+    (bfcl-eval's ``eval`` would also reach Python builtins).
 
     ``instances``: class name -> backend instance; ``owner``: method name -> class name. The result
     text, errors included, is what the harness records.

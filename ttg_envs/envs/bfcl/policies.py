@@ -17,7 +17,8 @@ import json
 import re
 from typing import Any
 
-from ...tools import CALL_STYLES, ToolCall, format_tool_calls
+from ...tools import ToolCall, format_tool_calls
+from ...tools.gold import GoldReplay
 from .data import BFCLTask, tool_name
 from .env import BFCLEnv
 from .literals import java_literal, js_literal
@@ -99,26 +100,19 @@ def python_calls(calls: list[ToolCall], category: str = "") -> str:
     return format_tool_calls(calls, "python")
 
 
-class GoldPolicy:
+class GoldPolicy(GoldReplay):
     """Replays the ground truth through ``env.step`` (see the module docstring).
 
     ``style`` (``hermes``, ``json``, ``python``) is the call syntax under lenient scoring; official
     scoring writes what its ``model_style`` reads.
     """
 
-    def __init__(self, style: str = "hermes", drop_last: bool = False):
-        if style not in CALL_STYLES:
-            raise ValueError(f"style must be one of {CALL_STYLES}, got {style!r}")
-        self.style = style
-        self.drop_last = drop_last
-        self.name = "gold_drop_last" if drop_last else "gold"
-
     def __call__(self, env) -> str:
         """The next response for ``env``."""
         base = _bfcl(env)
         task = base.task_entry
-        prompting = base.official and base.model_style == "prompting"
-        style = "hermes" if base.official else self.style
+        prompting = base.scoring_rule.prompting
+        style = base.scoring_rule.call_style(self.style)
 
         def write(calls: list[ToolCall]) -> str:
             return python_calls(calls, task.category) if prompting else format_tool_calls(calls, style)

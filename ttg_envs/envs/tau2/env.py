@@ -137,11 +137,9 @@ class Tau2Env(ToolEnv):
         agent = tau2("tau2.agent.llm_agent")
         return agent.SYSTEM_PROMPT.format(agent_instruction=agent.AGENT_INSTRUCTION, domain_policy=_policy(self.domain))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Start a conversation; the transcript opens with the agent's greeting and the user's answer."""
-        observation, info = super().reset(seed=seed, options=options)
-        self.messages[1:1] = [dict(m) for m in self._prefix]
-        return observation, info
+    def _opening_messages(self, observation: str) -> list[dict[str, Any]]:
+        """The transcript opens with the agent's greeting and the user's answer."""
+        return [*(dict(m) for m in self._prefix), *super()._opening_messages(observation)]
 
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
         task = self._task = self.tasks[index]
@@ -235,11 +233,6 @@ class Tau2Env(ToolEnv):
         self._episode = branch._episode
         return True
 
-    def _clone(self) -> Tau2Env:
-        clone = super()._clone()
-        clone._episode = None
-        return clone
-
     # ------------------------------------------------------------ tau2 extras
     @property
     def task_object(self) -> Any:
@@ -291,13 +284,7 @@ class Tau2Env(ToolEnv):
         # Calls not run because of a bound are not errors of their own; the bound is (at least) one.
         refused = sum(e is not None and not e.startswith("Not run:") for e in turn.errors)
         episode.errors += max(refused, turn.bound is not None) + sum(r.error for _, r in executed)
-        outcome = StepOutcome(
-            observation=turn.observation,
-            action_valid=turn.valid,
-            error=turn.error,
-            assistant_message=turn.assistant_message,
-            messages=turn.messages,
-        )
+        outcome = turn.outcome()
         if episode.errors >= self.max_errors:
             outcome.terminated = True
             outcome.info = {

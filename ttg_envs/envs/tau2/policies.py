@@ -6,20 +6,14 @@ step ``i`` of the policy is move ``i`` of :func:`~.gold.gold_plan`.
 
 from __future__ import annotations
 
-from ...tools import CALL_STYLES, ToolCall, format_tool_calls
+from ...tools import ToolCall, format_tool_calls
+from ...tools.gold import GoldReplay
 from .env import Tau2Env
 from .gold import gold_plan
 
 
-class GoldPolicy:
+class GoldPolicy(GoldReplay):
     """Plays the task's gold actions one tool call per step, then states the information to communicate."""
-
-    def __init__(self, style: str = "hermes", drop_last: bool = False):
-        if style not in CALL_STYLES:
-            raise ValueError(f"style must be one of {CALL_STYLES}, got {style!r}")
-        self.style = style
-        self.drop_last = drop_last
-        self.name = "gold_drop_last" if drop_last else "gold"
 
     def __call__(self, env) -> str:
         """The next response for ``env``."""

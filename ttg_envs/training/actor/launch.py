@@ -128,17 +128,18 @@ def _generator(launch: LaunchConfig, out_dir: str, model: Any, tokenizer: Any, d
     )
     if not use_vllm:
         return None
-    if launch.lora_r:  # vLLM rollouts of a LoRA policy are not wired (ttg train refuses --rollout vllm)
-        return None
     from .rollout import VLLMGenerator
 
     path = launch.model
-    if launch.model == "tiny":
+    if launch.lora_r:  # the engine holds the base; the trainer hands it the adapter (VLLMGenerator.load_weights)
+        path = model.peft_config["default"].base_model_name_or_path
+    elif launch.model == "tiny":
         path = str(Path(out_dir) / "initial-policy")
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
     kwargs = {"gpu_memory_utilization": launch.vllm_memory} if device.startswith("cuda") else {"enforce_eager": True}
-    return VLLMGenerator(path, dtype="bfloat16" if device.startswith("cuda") else "float32", **kwargs)
+    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    return VLLMGenerator(path, lora_rank=launch.lora_r or None, dtype=dtype, **kwargs)
 
 
 def train(config: TrainConfig, launch: LaunchConfig | None = None) -> list[dict[str, Any]]:

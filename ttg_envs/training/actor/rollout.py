@@ -120,6 +120,10 @@ class HFGenerator:
         actions = [self._cut(row.tolist()) for row in new.cpu()]
         return actions, [logp[i, : len(a)].tolist() for i, a in enumerate(actions)]
 
+    def follows(self, model: Any) -> bool:
+        """True when this generator samples from ``model`` itself (its kept log-probs are the model's)."""
+        return self.model is model
+
     def _generate_kwargs(self, prompts: Sequence[Sequence[int]], width: int) -> dict[str, Any]:
         """Extra ``model.generate`` arguments for one batch (subclasses constrain decoding here)."""
         return {}
@@ -137,40 +141,108 @@ class VLLMGenerator:
     The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so that
     :meth:`load_weights` hands the trainer's tensors to the worker without copying them through
     a pipe. Each request's sampling seed is drawn from torch's global RNG, so the trainer's
-    per-step seeding makes rollouts reproducible here too.
+    per-step seeding makes rollouts reproducible here too. :meth:`generate_with_logprobs` keeps
+    vLLM's log-probability of every sampled token (its default ``raw_logprobs``: before
+    temperature and top-p, the distribution the trainer scores).
+
+    A LoRA policy (``lora_rank``) samples through vLLM's own LoRA support: the engine holds the
+    base weights, and :meth:`load_weights` of a peft model saves its adapter and makes it the one
+    every request uses (a new adapter id per sync, so no stale cache entry survives).
 
     Args:
-        model: path or name of the policy's weights at the start of training.
+        model: path or name of the policy's weights at the start of training (the base of a LoRA policy).
+        lora_rank: the LoRA policy's rank (vLLM's ``enable_lora`` with ``max_lora_rank`` rounded up
+            to a rank vLLM accepts); None: a full-weight policy.
         llm_kwargs: passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization=0.4``, ``dtype``).
     """
 
-    def __init__(self, model: str, **llm_kwargs: Any):
+    def __init__(self, model: str, *, lora_rank: int | None = None, **llm_kwargs: Any):
         import os
 
         from ..._optional import require
-        from ..._vllm_engine import start_llm
+        from ..._vllm_engine import lora_engine_kwargs, start_llm
 
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.vllm = require("vllm", "vllm")
+        if lora_rank:
+            llm_kwargs = {**lora_engine_kwargs(lora_rank), **llm_kwargs}
         self.llm = start_llm(self.vllm, type(self).__name__, model=model, **llm_kwargs)
+        self.lora_request: Any = None  # the adapter every request uses (set by load_weights of a peft model)
+        self._synced: Any = None  # a weak reference to the model last loaded by load_weights
+        self._adapters: Any = None  # the folder the synced adapters are written to
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[list[int]]:
         """See :class:`TokenGenerator`."""
+        return self.generate_with_logprobs(prompts, max_new_tokens, temperature, top_p)[0]
+
+    def generate_with_logprobs(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """The generated ids of every prompt and vLLM's log pi(token | prefix) of each (raw logits)."""
         import torch
 
         seeds = torch.randint(2**31 - 1, (len(prompts),)).tolist()
-        params = [self.vllm.SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed) for seed in seeds]
+        params = [
+            self.vllm.SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, logprobs=0)
+            for seed in seeds
+        ]
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
-        return [list(o.outputs[0].token_ids) for o in outputs]
+        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora_request)
+        samples = [o.outputs[0] for o in outputs]
+        actions = [list(s.token_ids) for s in samples]
+        # logprobs=0: each position holds the sampled token's entry (plus none of the top ones).
+        logprobs = [[position[token].logprob for position, token in zip(s.logprobs, s.token_ids)] for s in samples]
+        return actions, logprobs
+
+    def follows(self, model: Any) -> bool:
+        """True when the engine holds ``model``'s weights (the last :meth:`load_weights` was of it) in
+        float32, as ``model`` does: its kept log-probs are then the model's own, up to kernel rounding
+        (within 1e-4 per token on a CPU, tests/test_vllm_training.py). In lower precision they are not,
+        and the trainer recomputes them."""
+        import torch
+
+        synced = self._synced() if self._synced is not None else None
+        engine_dtype = self.llm.llm_engine.model_config.dtype
+        return synced is model and engine_dtype == torch.float32 and next(model.parameters()).dtype == torch.float32
 
     def load_weights(self, model: Any) -> None:
-        """Copy ``model``'s current weights into the engine and drop its prefix cache."""
-        # The worker's in-place reload re-applies vLLM's post-load weight processing (fused
-        # and repacked layouts), which a bare ``model.load_weights`` would skip.
-        weights = list(model.state_dict().items())
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
-        self.llm.reset_prefix_cache()
+        """Copy ``model``'s current weights (a peft model's adapter) into the engine and drop its prefix cache."""
+        import weakref
+
+        from ..lora import is_lora
+
+        if is_lora(model):
+            self._load_adapter(model)
+        else:
+            # The worker's in-place reload re-applies vLLM's post-load weight processing (fused
+            # and repacked layouts), which a bare ``model.load_weights`` would skip.
+            weights = list(model.state_dict().items())
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            self.llm.reset_prefix_cache()
+        self._synced = weakref.ref(model)
+
+    def _load_adapter(self, model: Any) -> None:
+        import shutil
+        import tempfile
+        import weakref
+        from pathlib import Path
+
+        from vllm.lora.request import LoRARequest
+
+        if self.lora_request is None and not self.llm.llm_engine.vllm_config.lora_config:
+            raise ValueError("a LoRA policy's rollouts need the engine built with its rank: VLLMGenerator(..., lora_rank=R)")
+        if self._adapters is None:
+            self._adapters = Path(tempfile.mkdtemp(prefix="ttg-vllm-lora-"))
+            weakref.finalize(self, shutil.rmtree, self._adapters, True)
+        old = self.lora_request
+        number = old.lora_int_id + 1 if old is not None else 1
+        folder = self._adapters / f"v{number}"
+        model.save_pretrained(folder)
+        self.lora_request = LoRARequest(f"policy-v{number}", number, str(folder))
+        self.llm.llm_engine.add_lora(self.lora_request)  # loads it now, so a bad adapter fails here
+        if old is not None:
+            self.llm.llm_engine.remove_lora(old.lora_int_id)
+            shutil.rmtree(old.lora_path, ignore_errors=True)
 
 
 def cache_kwarg(model: Any) -> str:
@@ -202,7 +274,7 @@ def run_episodes(
     The envs' own ``max_steps`` bounds the number of turns (table 4's max turns). ``window``
     chooses the part of each transcript the policy is prompted with (default: all of it); the
     prompt ids a row trains on are exactly the windowed prompt the action was sampled from.
-    A generator with ``generate_with_logprobs`` (:class:`HFGenerator`) fills ``Episode.logprobs``.
+    A generator with ``generate_with_logprobs`` (:class:`HFGenerator`, :class:`VLLMGenerator`) fills ``Episode.logprobs``.
     Each turn the live envs step together (:func:`~ttg_envs.wrappers.progress_meter.step_all`),
     so a progress meter scores all their new states in one call.
     """

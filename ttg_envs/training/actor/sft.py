@@ -111,7 +111,7 @@ def record_demonstrations(
                 return action
 
             result = run_episode(env, act, task_index=int(task), seed=episode_seed, policy_name="demonstration")
-            stats.planner_timeouts += result.planner_timeouts
+            stats.planner_timeouts += result.counts.get("planner_timeouts", 0)
             success = result.success
             for step in steps:
                 step.success = success

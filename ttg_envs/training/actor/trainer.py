@@ -57,8 +57,8 @@ class TrainConfig:
         save_every: checkpoint every this many steps (and at the end); 0 saves only at the end.
         dapo_max_batches, dapo_min_std: DAPO's dynamic sampling (table 4): at most this many
             rollout batches per step; groups with reward std below ``dapo_min_std`` are dropped.
-        history, max_prompt_tokens: the policy's prompt window (:class:`~ttg_envs.agents.window.PromptWindow`):
-            the last ``history`` turns within ``max_prompt_tokens`` (None: the whole transcript;
+        window_turns, max_prompt_tokens: the policy's prompt window (:class:`~ttg_envs.agents.window.PromptWindow`):
+            the last ``window_turns`` turns within ``max_prompt_tokens`` (None: the whole transcript;
             verl-agent and the paper's E.5 protocol use 2 and 2048).
     """
 
@@ -88,7 +88,7 @@ class TrainConfig:
     mini_batch_rows: int = 256
     micro_batch_rows: int = 8
     task_indices: tuple[int, ...] | None = None
-    history: int | None = None
+    window_turns: int | None = None
     max_prompt_tokens: int | None = None
     seed: int = 0
     save_every: int = 10
@@ -155,7 +155,7 @@ class Trainer:
             adapter off: the base, with no second copy in memory.
         generator: how rollouts sample (default :class:`HFGenerator` on ``model``). A generator
             with ``load_weights(model)``, such as :class:`VLLMGenerator`, gets the policy's
-            weights after every update and on resume.
+            weights (a LoRA policy's adapter) now, after every update and on resume.
         reporter: the per-step hook (:class:`~ttg_envs.training.tracking.RunReporter`: step line,
             trackers, episode tables); default: the step line alone when :meth:`train` shows progress.
 
@@ -191,8 +191,9 @@ class Trainer:
             self.ref_model = ref_model if ref_model is not None else (AdapterOff(model) if is_lora(model) else copy.deepcopy(model))
             self.ref_model.eval().requires_grad_(False)
         self.generator = generator or HFGenerator(model, tokenizer)
-        if is_lora(model) and hasattr(self.generator, "load_weights"):
-            raise ValueError("a LoRA policy samples through transformers: weight syncing to vLLM (load_weights) is not wired for adapters")
+        follows = getattr(self.generator, "follows", None)
+        if hasattr(self.generator, "load_weights") and not (follows and follows(model)):
+            self._sync_generator()  # the engine samples from exactly these weights (a LoRA policy: this adapter)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.config.lr, weight_decay=0.0)
         self.step_index = 0
         self.out_dir = Path(self.config.out_dir)
@@ -308,7 +309,7 @@ class Trainer:
             cfg.max_tokens_per_turn,
             cfg.temperature,
             cfg.top_p,
-            PromptWindow(cfg.history, cfg.max_prompt_tokens),
+            PromptWindow(cfg.window_turns, cfg.max_prompt_tokens),
         )
 
     def dapo_rollout(self, rng: np.random.Generator) -> tuple[list[list[Episode]], list[Episode]]:
@@ -402,14 +403,16 @@ class Trainer:
         return out
 
     def kept_logprobs_usable(self, rows: Sequence[Row]) -> bool:
-        """True when every row kept its sampler log-probs and the sampler samples from ``self.model``.
-
-        A generator with its own copy of the weights (vLLM) samples with other kernels and
-        precision, so its log-probs are not the trained model's; those are recomputed.
+        """True when every row kept its sampler log-probs and the sampler samples from ``self.model``'s
+        weights (its ``follows(model)``: :class:`HFGenerator` on the model itself, or a float32
+        :class:`VLLMGenerator` synced to it). A lower-precision vLLM copy's log-probs are not the
+        trained model's, and a generator without ``follows`` may hold any weights: those are recomputed.
         """
+        follows = getattr(self.generator, "follows", None)
         return (
             self.keep_sampler_logprobs
-            and getattr(self.generator, "model", None) is self.model
+            and follows is not None
+            and bool(follows(self.model))
             and all(r.old_logprobs is not None and len(r.old_logprobs) == len(r.action) for r in rows)
         )
 

@@ -42,6 +42,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         drop_reasoning=not settings.keep_reasoning,
         turn_limit=settings.turn_limit or None,
         mark_task_words=settings.mark_task_words,
+        carry_gate=settings.carry_gate,
     )
     if name == "tiny":
         from ...meters.encoder import TASK_MARK
@@ -60,7 +61,12 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         backbone = transformers.AutoModel.from_pretrained(path)
         backbone_lr = 0.0 if settings.backbone_lr is None else settings.backbone_lr
-    meter = EncoderMeter(build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None), tokenizer, config, device=device)
+    meter = EncoderMeter(
+        build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate),
+        tokenizer,
+        config,
+        device=device,
+    )
     rc = RegressionConfig(
         epochs=settings.epochs,
         batch_size=settings.batch_size,
@@ -70,6 +76,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         targets=settings.targets,
         delta_weight=settings.delta_weight,
         sibling_weight=settings.sibling_weight,
+        sibling_rank_weight=settings.sibling_rank_weight,
     )
     losses = train_encoder_meter(meter, train, rc, on_step=reporter.stage("encoder/") if reporter else None)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}

@@ -9,6 +9,7 @@ from typing import Any
 
 from ...cli_args import DEFAULT_ENV
 from .record import DEFAULT_POLICIES, EVAL_POLICIES
+from .regression import RegressionConfig
 
 __all__ = ["EVAL_DEFAULTS", "TRAIN_DEFAULTS", "MeterEvalConfig", "MeterRunConfig", "MeterTrainConfig", "report_config"]
 
@@ -55,8 +56,10 @@ class MeterTrainConfig(MeterRunConfig):
     turn_limit: int = 0
     delta_weight: float = 0.0
     mark_task_words: bool = False
+    carry_gate: bool = False
     noop_siblings: int = 0
-    sibling_weight: float = 1.0
+    sibling_weight: float = RegressionConfig.sibling_weight
+    sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
     batch_size: int = 16
     max_examples: int | None = None
     max_prompt_tokens: int | None = None

@@ -179,8 +179,7 @@ def evaluate(config: MeterEvalConfig) -> int:
     device = _setup(config)
     from ...meters.loading import load_meter
     from ...registry import failure_cost as failure_cost_for
-    from ...registry import make_policy
-    from ...runner import has_planner
+    from ...registry import has_planner, make_policy
     from .datasets import load_trajectories
     from .evaluation import evaluate_meter, label_alfworld, markdown_report, noop_preference
 
@@ -207,7 +206,7 @@ def evaluate(config: MeterEvalConfig) -> int:
         start = time.perf_counter()
         reports[name] = evaluate_meter(meter, trajectories, failure_cost=failure_cost)
         timings[name] = time.perf_counter() - start
-        if config.noop_every and trajectories and has_planner(config.env, {**env_kwargs, "split": name}):
+        if config.noop_every and trajectories and has_planner(config.env):
             expert = make_policy(config.env, "expert")
             noop = noop_preference(
                 meter,

@@ -35,7 +35,7 @@ def collect_trajectories(
     labels for evaluation; it costs a planner call per step, slow after random actions).
     """
     from ...registry import parse_policy
-    from ...runner import EpisodeTask, has_planner, run_tasks, split_tasks
+    from ...runner import EpisodeTask, count_phrases, count_totals, run_tasks, split_tasks
 
     env_kwargs = {"split": split, **env_kwargs}
     indices = split_tasks(env_id, env_kwargs, tasks=tasks, limit=limit)
@@ -50,6 +50,7 @@ def collect_trajectories(
         for spec, label, path in zip(policies, labels, paths)
     ]
     results = run_tasks(episodes, workers=workers, desc=f"record {split}")
-    if has_planner(env_id, env_kwargs):
-        print(f"record {split}: planner time limit hit {sum(r.planner_timeouts for r in results)} times")
+    totals = count_totals(results, env_id)
+    if totals:
+        print(f"record {split}: {count_phrases(totals)}")
     return paths

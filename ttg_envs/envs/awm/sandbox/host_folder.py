@@ -1,4 +1,4 @@
-"""An episode folder the sandboxed child can write, handled by the parent without following its paths.
+"""Host side: an episode folder the sandboxed child can write, handled by the parent without following its paths.
 
 The child (model-written app code) may put anything in its folder: a symlink named ``episode.db``
 pointing anywhere, a directory in its place, a FIFO, a file of gigabytes. The parent therefore holds
@@ -6,10 +6,15 @@ the folder open as a directory descriptor and touches entries only relative to i
 ``O_NOFOLLOW`` and an ``fstat`` check that the entry is a regular file, never through a path name;
 files it hands back to sqlite are first copied out (through the descriptor) into a private folder
 the child cannot reach. Clearing the folder removes what is there without following links.
+
+A sandbox's folder (:meth:`EpisodeFolder.locked`) is named ``ttg-awm-sbx-*`` only once this process
+holds an ``flock`` on it; the kernel drops the lock when the process ends, however it ends, so
+:func:`remove_abandoned` knows a folder whose lock it can take for one a dead host left.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -23,6 +28,12 @@ class UnsafeEntry(OSError):
 
 #: Largest episode file the parent copies out (bytes); the child's file-size limit is the same.
 MAX_FILE_BYTES = 256 << 20
+#: What all the files of one sandbox's folder may add up to (bytes on disk, and entries): checked
+#: after each tool call (:meth:`EpisodeFolder.usage`), since the kernel bounds only each file's size.
+DISK_BYTES = 1 << 30
+DISK_FILES = 10_000
+#: Name prefix of sandbox folders held by a live host (locked), which :func:`remove_abandoned` sweeps.
+LOCKED_PREFIX = "ttg-awm-sbx-"
 
 
 class EpisodeFolder:
@@ -32,9 +43,27 @@ class EpisodeFolder:
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
         self.owner = owner
         self._parent: tuple[EpisodeFolder, str] | None = None
+        self._children: set[str] = set()
         self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         if owner is not None:
             os.fchown(self._fd, *owner)
+
+    @classmethod
+    def locked(cls, owner: tuple[int, int] | None = None) -> EpisodeFolder:
+        """A new folder that this process holds an ``flock`` on, under a :data:`LOCKED_PREFIX` name.
+
+        It is made under another name and renamed once locked, so a sweep never sees it unlocked.
+        """
+        folder = cls(prefix="ttg-awm-new-", owner=owner)
+        try:
+            fcntl.flock(folder._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            final = folder.path.with_name(LOCKED_PREFIX + folder.path.name.removeprefix("ttg-awm-new-"))
+            os.rename(folder.path, final)
+        except BaseException:
+            folder.close()
+            raise
+        folder.path = final
+        return folder
 
     def read(self, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
         """The bytes of regular file ``name``; :class:`UnsafeEntry` if it is anything else."""
@@ -97,7 +126,8 @@ class EpisodeFolder:
             except FileExistsError:
                 continue
             sub = object.__new__(EpisodeFolder)
-            sub.path, sub.owner, sub._parent = self.path / name, self.owner, (self, name)
+            sub.path, sub.owner, sub._parent, sub._children = self.path / name, self.owner, (self, name), set()
+            self._children.add(name)
             sub._fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self._fd)
             if self.owner is not None:
                 os.fchown(sub._fd, *self.owner)
@@ -116,8 +146,35 @@ class EpisodeFolder:
             except FileNotFoundError:
                 pass
 
+    def usage(self, max_files: int | None = None) -> tuple[int, int]:
+        """``(bytes on disk, entries)`` of everything in the folder, links not followed; the walk
+        stops after ``max_files`` (default :data:`DISK_FILES`) + 1 entries (a folder of a million
+        files costs no more than that)."""
+        max_files = DISK_FILES if max_files is None else max_files
+        used = files = 0
+        for _, dirs, names, fd in os.fwalk(".", dir_fd=self._fd, follow_symlinks=False):
+            for name in dirs + names:
+                files += 1
+                try:
+                    used += os.stat(name, dir_fd=fd, follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    pass
+                if files > max_files:
+                    return used, files
+        return used, files
+
+    def prune(self, keep: set[str]) -> None:
+        """Remove every entry but ``keep`` and the subfolders this host made here."""
+        for name in os.listdir(self._fd):
+            if name not in keep and name not in self._children:
+                try:
+                    self.remove(name)
+                except OSError:
+                    pass
+
     def remove(self, name: str) -> None:
         """Remove entry ``name`` if present, whatever it is."""
+        self._children.discard(name)
         try:
             info = os.stat(name, dir_fd=self._fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -152,3 +209,41 @@ class EpisodeFolder:
 def private_folder() -> Path:
     """A parent-only scratch folder (mode 0700, never bound into a sandbox)."""
     return Path(tempfile.mkdtemp(prefix="ttg-awm-private-"))
+
+
+def remove_abandoned(root: str | os.PathLike | None = None) -> list[str]:
+    """Delete the sandbox folders under ``root`` (the temp folder) whose host process is gone; their names.
+
+    A folder counts as abandoned when its ``flock`` can be taken: its host died (``kill -9``, a
+    crash) before it could delete it. Entries are removed without following links.
+    """
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(LOCKED_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        try:
+            fd = os.open(root / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:  # gone meanwhile, a link, or another user's
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live host holds it
+            os.close(fd)
+            continue
+        try:
+            for entry in os.listdir(fd):
+                info = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry, dir_fd=fd)
+                else:
+                    os.unlink(entry, dir_fd=fd)
+            os.rmdir(root / name)
+            removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed

@@ -1,26 +1,13 @@
 """Offline PaperSearchQA-format bundle made by this project: invented biomedical abstracts and questions.
 
-PaperSearchQA's questions (GPT-4.1 written from PubMed abstracts) and its 16M-abstract corpus cannot
-be fetched here, so this module writes a small stand-in in exactly their file formats:
+PaperSearchQA's questions and its 16M-abstract corpus cannot be fetched here, so this writes a small
+stand-in in exactly their file formats (:func:`write_bundle`). Every gene, drug, pathogen, tool,
+score and disease is an invented word, so a question is answerable only by retrieving its source
+abstract; each fact also has two distractor abstracts naming the same subject with a wrong answer.
+``train`` has 700 facts (half paraphrased), ``test`` 300 (each in Original and Paraphrased
+wording); 3,000 abstracts. Regenerate (byte-identical for the same seed)::
 
-- ``corpus.jsonl.gz``: ``{"id": int, "contents": "TITLE: <title>. ABSTRACT: <abstract>"}`` lines, the
-  format of PaperSearchQA's ``pubmed.jsonl``;
-- ``train.jsonl.gz`` / ``test.jsonl.gz``: rows with the columns of the released parquet files
-  (``question``, ``answer``, ``golden_answers``, ``question_original``, ``pmid``, ``paper_title``,
-  ``cat_num``, ``cat``); a row is Paraphrased when ``question != question_original``;
-- ``pubmed-lookupPMID.json``: PMID to corpus id, as the real pipeline writes it.
-
-Every gene, drug, pathogen, tool, score and disease is an invented word, so no model knows the
-answers: a question is answerable only by retrieving its source abstract. Each fact has one source
-abstract and two distractors that name the same subject with a different, wrong answer (a failed
-candidate gene, a second trial, another residue...), so the agent has to read, not just retrieve.
-
-Splits: ``train`` has 700 facts, half of them paraphrased (the real pipeline's 50%); ``test`` has 300
-facts, each once in Original and once in Paraphrased wording (300 rows per subset). 3,000 abstracts.
-
-Regenerate (byte-identical for the same seed)::
-
-    python -m ttg_envs.envs.papersearchqa.generator --seed 0 [--out DIR]
+    python -m ttg_envs.datagen.papersearchqa --seed 0 [--out DIR]
 """
 
 from __future__ import annotations
@@ -33,10 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..._io import gzip_lines, write_manifest
+from .._io import gzip_lines, write_manifest
 
 GENERATOR_VERSION = "1.0"
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "envs" / "papersearchqa" / "data"
 SPLIT_FACTS = {"train": 700, "test": 300}
 
 CATEGORIES = {
@@ -633,7 +620,15 @@ def _gzip_lines(records: Sequence[dict]) -> bytes:
 
 
 def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
-    """Write the bundle files into ``out``; return each file's sha256."""
+    """Write the bundle files into ``out``; return each file's sha256.
+
+    - ``corpus.jsonl.gz``: ``{"id": int, "contents": "TITLE: <title>. ABSTRACT: <abstract>"}`` lines, the
+      format of PaperSearchQA's ``pubmed.jsonl``;
+    - ``train.jsonl.gz`` / ``test.jsonl.gz``: rows with the columns of the released parquet files
+      (``question``, ``answer``, ``golden_answers``, ``question_original``, ``pmid``, ``paper_title``,
+      ``cat_num``, ``cat``); a row is Paraphrased when ``question != question_original``;
+    - ``pubmed-lookupPMID.json``: PMID to corpus id, as the real pipeline writes it.
+    """
     corpus, rows, lookup = generate(seed)
     out.mkdir(parents=True, exist_ok=True)
     files = {
@@ -647,7 +642,7 @@ def write_bundle(out: Path, seed: int = 0) -> dict[str, str]:
         (out / name).write_bytes(data)
         hashes[name] = hashlib.sha256(data).hexdigest()
     manifest = {
-        "generator": "ttg_envs.envs.papersearchqa.generator",
+        "generator": "ttg_envs.datagen.papersearchqa",
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
         "synthetic": True,

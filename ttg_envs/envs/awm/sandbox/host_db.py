@@ -1,4 +1,4 @@
-"""An episode's SQLite database: built from schema + sample rows, snapshotted with SQLite's backup API.
+"""Host side: an episode's SQLite database: built from schema + sample rows, snapshotted with SQLite's backup API.
 
 The schema and sample rows are SQL written by a model. They run under an authorizer that refuses
 ``ATTACH``/``DETACH`` (which could create or read other files) and extension loading, so building
@@ -95,7 +95,7 @@ def from_files(main: bytes, wal: bytes | None = None, journal: bytes | None = No
     applied as SQLite would; the schema is not trusted (``trusted_schema = OFF``). Raises
     :class:`sqlite3.DatabaseError` on a file that is not a database.
     """
-    from .folder import private_folder
+    from .host_folder import private_folder
 
     scratch = private_folder()
     try:

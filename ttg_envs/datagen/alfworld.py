@@ -1,46 +1,17 @@
-"""Offline generator of ALFWorld text games in the official PDDL format.
+"""Offline generator of ALFWorld text games in the official PDDL format (a build tool: nothing at runtime imports it).
 
-The official ALFWorld games (``*.tw-pddl`` built from ALFRED's ``initial_state.pddl``) cannot be
-downloaded here, so this module rebuilds games of the same shape from what the ``alfworld`` wheel
-ships: the 120 AI2-THOR FloorPlan layouts (``alfworld/gen/layouts``), the object/receptacle
-compatibility tables (``alfworld.gen.constants``), the goal PDDL and sentence templates
-(``alfworld.gen.goal_library``), and the ``alfred.pddl`` domain + ``alfred.twl2`` grammar.
+The official games cannot be downloaded here, so this rebuilds games of the same shape from what
+the ``alfworld`` wheel ships: the 120 AI2-THOR FloorPlan layouts, the object/receptacle tables, the
+goal templates, and the ``alfred.pddl`` domain + ``alfred.twl2`` grammar. A task is one JSON line
+(:func:`generate_task`; scenes: :func:`_draw_scene`, splits: :func:`split_floorplans`), and every
+task was played by the engine (:func:`solve`): the goal does not hold at reset and the planner's
+plan at reset wins (the task's ``walkthrough``). Any task regenerates alone, byte for byte::
 
-A task is one JSON line (see :func:`generate_task`); :func:`make_game` turns it into the game dict
-that ``textworld.envs.PddlEnv.load`` accepts. Every task was played by the engine (``PddlEnv`` +
-``AlfredDemangler`` + ``AlfredInfos``, see :func:`solve`): the goal does not hold at reset, and the
-planner's plan at reset (``policy_commands``), played with ``env.step``, wins; it is stored as the
-task's ``walkthrough``.
+    python -m ttg_envs.datagen.alfworld --seed 0 --workers 2
 
-Scenes. A floorplan's receptacles are the instances in ``FloorPlanN-openable.json`` (ALFRED id and
-agent interaction pose ``[x, z, rotation, horizon]``), plus one instance (four for ``StoveBurner``)
-of each static receptacle type that ``FloorPlanN-objects.json`` lists but the openable file lacks
-(coffee machines, stove burners, garbage cans, towel holders...), posed at a reachable point of
-``FloorPlanN-layout.npy``; large kitchens lose surplus drawers and cabinets down to
-:data:`MAX_RECEPTACLES`. All of this is drawn from a per-floorplan rng, so a floorplan is the same
-scene in every task. Locations follow ALFRED: ``loc|round(x/0.25)|round(z/0.25)|rotation/90|horizon``.
-Objects are the pickupable types of ``objects.json`` (1-3 instances each, at most
-:data:`MAX_OBJECTS` in all) put in compatible receptacles (``VAL_RECEPTACLE_OBJECTS``), so many
-start in closed drawers, cabinets and fridges; lamps stand on table-like receptacles so they can be
-used. Goal objects never start in a goal receptacle, and the appliance of a clean/heat/cool task is
-never its goal receptacle. The agent starts at a reachable pose that is no receptacle's location.
-
-Splits. ``train`` (100 tasks per type) and ``valid_seen`` (the paper's counts) draw floorplans
-outside :data:`HELD_OUT_FLOORPLANS`; ``valid_unseen`` uses only those. Each task's rng is derived
-from ``(seed, split, task type, index, attempt)``, so any task can be regenerated alone and equals
-the bundled line byte for byte, whatever the process or PYTHONHASHSEED.
-
-Regenerate the bundled set (seed 0: 49 min wall, 33 CPU-minutes on two shared cores)::
-
-    python -m ttg_envs.envs.alfworld.generator --seed 0 --workers 2
-
-Options: ``--out DIR`` (default: this package's ``data`` folder), ``--splits train valid_seen
-valid_unseen``. Output: ``{split}.jsonl.gz`` per split and ``MANIFEST.json``.
-
-Engine costs: ``load`` and ``reset`` each run Fast Downward's translator twice (about 0.2-0.5 s
-each here, growing with scene size); a step takes 25-45 ms. The planner behind ``policy_commands``
-is a uniform-cost search: 0.1-5 s for most tasks, tens of seconds for some pick-two tasks in
-kitchens, so an env should not ask for it on every step.
+Options: ``--out DIR`` (default: ``ttg_envs/envs/alfworld/data``), ``--splits train valid_seen
+valid_unseen``. Output: ``{split}.jsonl.gz`` per split and ``MANIFEST.json``. The planner is a
+uniform-cost search, slow on some pick-two kitchen tasks: no env should ask for it every step.
 """
 
 from __future__ import annotations
@@ -61,17 +32,17 @@ from typing import Any
 
 import numpy as np
 
-from ..._io import gzip_lines, read_jsonl, write_manifest
-from ..._optional import require
-from .games import ALFWORLD_DIR, make_game
-from .tasks import SPLITS, TASK_TYPES
+from .._io import gzip_lines, read_jsonl, write_manifest
+from .._optional import require
+from ..envs.alfworld.games import ALFWORLD_DIR, make_game
+from ..envs.alfworld.tasks import SPLITS, TASK_TYPES
 
 # Without the `alfworld` extra, importing this module raises the one-line MissingExtraError naming it.
 C = require("alfworld.gen.constants", "alfworld")
 gdict = require("alfworld.gen.goal_library", "alfworld").gdict
 
 GENERATOR_VERSION = "1.0"
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "envs" / "alfworld" / "data"
 LAYOUT_DIR = ALFWORLD_DIR / "gen" / "layouts"
 
 #: The task types (:data:`.tasks.TASK_TYPES`) in the order the generator draws and writes them;
@@ -288,7 +259,13 @@ def load_floorplan(num: int) -> Floorplan:
 
 
 def split_floorplans(split: str) -> tuple[int, ...]:
-    """Floorplans a split draws from, in numeric order."""
+    """Floorplans a split draws from, in numeric order.
+
+    ``train`` (100 tasks per type) and ``valid_seen`` (the paper's counts) draw floorplans
+    outside :data:`HELD_OUT_FLOORPLANS`; ``valid_unseen`` uses only those. Each task's rng is derived
+    from ``(seed, split, task type, index, attempt)``, so any task can be regenerated alone and equals
+    the bundled line byte for byte, whatever the process or PYTHONHASHSEED.
+    """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     held = set(HELD_OUT_FLOORPLANS)
@@ -421,7 +398,21 @@ def _goal_pddl(task_type: str, obj: str, parent: str, toggle: str) -> str:
 
 
 def _draw_scene(split: str, task_type: str, index: int, seed: int, attempt: int) -> dict[str, Any] | None:
-    """One candidate task (not yet checked by the engine), or None if the draw is infeasible."""
+    """One candidate task (not yet checked by the engine), or None if the draw is infeasible.
+
+    A floorplan's receptacles are the instances in ``FloorPlanN-openable.json`` (ALFRED id and
+    agent interaction pose ``[x, z, rotation, horizon]``), plus one instance (four for ``StoveBurner``)
+    of each static receptacle type that ``FloorPlanN-objects.json`` lists but the openable file lacks
+    (coffee machines, stove burners, garbage cans, towel holders...), posed at a reachable point of
+    ``FloorPlanN-layout.npy``; large kitchens lose surplus drawers and cabinets down to
+    :data:`MAX_RECEPTACLES`. All of this is drawn from a per-floorplan rng, so a floorplan is the same
+    scene in every task. Locations follow ALFRED: ``loc|round(x/0.25)|round(z/0.25)|rotation/90|horizon``.
+    Objects are the pickupable types of ``objects.json`` (1-3 instances each, at most
+    :data:`MAX_OBJECTS` in all) put in compatible receptacles (``VAL_RECEPTACLE_OBJECTS``), so many
+    start in closed drawers, cabinets and fridges; lamps stand on table-like receptacles so they can be
+    used. Goal objects never start in a goal receptacle, and the appliance of a clean/heat/cool task is
+    never its goal receptacle. The agent starts at a reachable pose that is no receptacle's location.
+    """
     rng = random.Random(_stable_int(seed, split, task_type, index, attempt))
     fp = load_floorplan(rng.choice(feasible_floorplans(split, task_type)))
     choices = _candidate_targets(fp, task_type)
@@ -630,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         manifest = {"splits": {}}
     manifest.update(
         {
-            "generator": "ttg_envs.envs.alfworld.generator",
+            "generator": "ttg_envs.datagen.alfworld",
             "generator_version": GENERATOR_VERSION,
             "seed": args.seed,
             "held_out_floorplans": list(HELD_OUT_FLOORPLANS),

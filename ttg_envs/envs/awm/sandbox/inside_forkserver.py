@@ -1,7 +1,7 @@
-"""A fork server for the AWM sandbox: one clean interpreter per parent process that forks the children.
+"""Inside the sandbox: the fork server, one clean interpreter per sandbox that forks the children.
 
 The zygote is started with ``python -c`` (so no caller module is ever re-imported in it), imports
-FastAPI/SQLAlchemy once through :mod:`.sandbox`, and then serves a control socket
+FastAPI/SQLAlchemy once through :mod:`.inside_app`, and then serves a control socket
 (``AF_UNIX``/``SOCK_SEQPACKET``): ``{"op": "spawn", "target"}`` with one socket attached forks a
 child that closes the control socket, reads its job (JSON) from the attached socket and runs the
 target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` marks an app
@@ -9,21 +9,23 @@ that an app forked for a branch (the parent stops that one itself, through a pid
 reaped by the zygote, so a pid it kills is never a recycled one; the zygote is the subreaper of the
 sandbox, so a branch app whose original stopped is reaped here too. In the OS sandbox, ``kill`` also
 stops every process there but the zygote, its live children and the kept apps (what apps forked on
-their own); ``kill`` of a kept pid releases it to that sweep.
+their own); ``kill`` of a kept pid releases it to that sweep. ``{"op": "clear_tmp"}`` empties the
+sandbox's private ``/tmp`` (in the OS sandbox only: elsewhere ``/tmp`` is the host's).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import time
 from multiprocessing.connection import Connection
 
-from . import sandbox
+from . import inside_app, inside_verifier
 
-TARGETS = {"app": sandbox.serve_app, "verify": sandbox.run_verifier}
+TARGETS = {"app": inside_app.serve_app, "verify": inside_verifier.verify}
 
 
 def _run_child(fd: int, target: str) -> None:
@@ -115,6 +117,32 @@ def _wait_gone(pid: int, timeout: float = 5.0) -> None:
         time.sleep(0.001)
 
 
+def _mounted_under_tmp() -> set[str]:
+    """The names in ``/tmp`` that are, or hold, a mount point (the episode folder, a Python under /tmp)."""
+    names = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4]
+            if point.startswith("/tmp/"):
+                names.add(point.split("/")[2])
+    return names
+
+
+def _clear_tmp() -> None:
+    """Remove everything in ``/tmp`` but the host's folders mounted there (links removed, never followed)."""
+    keep = _mounted_under_tmp()
+    for entry in os.scandir("/tmp"):
+        if entry.name in keep:
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def main(control_fd: int, isolated: bool = False) -> None:
     """Serve spawn and kill requests on ``control_fd`` until the parent closes it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's Ctrl-C is the parent's to handle
@@ -157,6 +185,10 @@ def main(control_fd: int, isolated: bool = False) -> None:
                 if was_kept:  # stopped by the parent: once it is gone, its children are ours
                     _wait_gone(pid)
                 _sweep(live, kept)
+            elif message["op"] == "clear_tmp":
+                if isolated:
+                    _clear_tmp()
+                control.send(b'{"ok": true}')
             elif message["op"] == "keep":
                 kept.add(int(message["pid"]))
                 control.send(b'{"ok": true}')

@@ -1,6 +1,6 @@
-"""The parent side of the AWM sandbox: child processes with time limits, and the verifier run.
+"""Host side of the AWM sandbox: the fork server and the children it starts, with time limits, and the verifier run.
 
-Children come from a fork server (:mod:`.zygote`) that has imported FastAPI and SQLAlchemy once,
+Children come from a fork server (:mod:`.inside_forkserver`) that has imported FastAPI and SQLAlchemy once,
 so starting one costs a fork, not an interpreter start. A child that does not answer within its
 time limit is killed (and a new one is started on the next call); a child that crashes or sends
 anything but one JSON object becomes a :class:`SandboxError`, never a crash of the caller.
@@ -14,19 +14,38 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
-from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import db, isolation
-from .folder import EpisodeFolder, UnsafeEntry
+from . import host_bwrap, host_db, host_seccomp
+from .host_cgroup import SandboxCgroup
+from .host_folder import EpisodeFolder, UnsafeEntry
 
 #: Largest reply a child may send (bytes); anything longer is junk.
 MAX_REPLY_BYTES = 8 << 20
+#: How much of the sandbox's stdout/stderr the host keeps (the last bytes), and reads at a time.
+OUTPUT_BYTES = 64 << 10
+
+_LAUNCHERS: dict[int, ThreadPoolExecutor] = {}
+_LAUNCHERS_LOCK = threading.Lock()
+
+
+def _launch(start):
+    """``start()`` (which starts a sandbox) run on this process's launcher thread; its result.
+
+    bwrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that started it
+    ends, not the process: a sandbox started from a pool's worker thread died with that thread, and
+    its app failed the next call. One thread that lives as long as the process starts them all.
+    """
+    with _LAUNCHERS_LOCK:
+        launcher = _LAUNCHERS.get(os.getpid())  # a forked process has none of its parent's threads
+        if launcher is None:
+            launcher = _LAUNCHERS[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="ttg-awm-launcher")
+    return launcher.submit(start).result()
 
 
 class SandboxError(RuntimeError):
@@ -38,29 +57,31 @@ class SandboxTimeout(SandboxError):
 
 
 class Zygote:
-    """The fork server (:mod:`.zygote`) of one episode folder, started on first use and after a fork.
+    """The fork server (:mod:`.inside_forkserver`) of one episode folder, started on first use and after a fork.
 
-    ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.isolation` (only ``folder`` is
-    writable); ``"python"`` as a plain process. Either way it gets an allow-listed environment,
-    ``/dev/null`` for stdin and a pipe for stdout/stderr, whose last lines :attr:`output` keeps.
+    ``mode="bwrap"`` starts it inside the OS sandbox of :mod:`.host_bwrap` (only ``folder`` is
+    writable; as root, as ``uid``), in ``cgroup`` when there is one; ``"python"`` as a plain process. Either way it gets an allow-listed environment,
+    ``/dev/null`` for stdin and a pipe for stdout/stderr, read in chunks of :data:`OUTPUT_BYTES`,
+    whose last :data:`OUTPUT_BYTES` :attr:`output` keeps (output without newlines cannot grow the host).
     """
 
-    def __init__(self, folder: str | Path, mode: str = "bwrap") -> None:
-        self.folder, self.mode = str(folder), mode
+    def __init__(self, folder: str | Path, mode: str = "bwrap", uid: int | None = None, cgroup: SandboxCgroup | None = None) -> None:
+        self.folder, self.mode, self.uid, self.cgroup = str(folder), mode, uid, cgroup
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
-        self._output: deque[str] = deque(maxlen=50)
+        self._output = bytearray()
 
     @property
     def output(self) -> str:
-        """The last lines the sandbox wrote to stdout/stderr."""
-        return "".join(self._output)
+        """The last (at most :data:`OUTPUT_BYTES`) bytes the sandbox wrote to stdout/stderr, as text."""
+        return bytes(self._output).decode("utf-8", "replace")
 
     def _drain(self, stream) -> None:
-        for line in iter(stream.readline, b""):
-            self._output.append(line.decode("utf-8", "replace")[:500])
+        while chunk := stream.read(OUTPUT_BYTES):
+            self._output += chunk
+            del self._output[:-OUTPUT_BYTES]
         stream.close()
 
     def _running(self) -> bool:
@@ -80,29 +101,48 @@ class Zygote:
         except SandboxError:
             return False
 
+    def clear_tmp(self) -> bool:
+        """Empty the sandbox's private ``/tmp`` (a fork server not running has a fresh one at its start)."""
+        if not self._running():
+            return True
+        try:
+            return self._ask({"op": "clear_tmp"}).get("ok") is True
+        except SandboxError:
+            return False
+
     def _ensure(self) -> socket.socket:
         if self._running():
             return self._control
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         isolated = self.mode == "bwrap"
         code = (
-            f"import sys; sys.path[:0] = {[p for p in sys.path if p]!r}; "
-            f"from ttg_envs.envs.awm.zygote import main; main({theirs.fileno()}, isolated={isolated})"
+            f"import sys; sys.path[:0] = {host_bwrap.python_path()!r}; "
+            f"from ttg_envs.envs.awm.sandbox.inside_forkserver import main; main({theirs.fileno()}, isolated={isolated})"
         )
-        argv = [sys.executable, "-I", "-c", code]
+        argv = [host_bwrap.python_executable(), "-I", "-c", code]
+        seccomp = host_seccomp.open_program() if isolated else None
         if isolated:
-            argv = isolation.bwrap_command(self.folder, argv)
-        env = {**isolation.ENV_ALLOWLIST, "HOME": self.folder}
-        self._process = subprocess.Popen(
-            argv,
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            env=env,
-            cwd=self.folder,
-        )
+            argv = host_bwrap.bwrap_command(self.folder, argv, self.uid, seccomp)
+            if self.cgroup is not None:
+                argv = self.cgroup.wrap(argv)
+        env = {**host_bwrap.ENV_ALLOWLIST, "HOME": self.folder}
+        try:
+            self._process = _launch(
+                lambda: subprocess.Popen(
+                    argv,
+                    bufsize=0,  # stdout is then a raw file: each read is one read(2) of at most OUTPUT_BYTES
+                    pass_fds=(theirs.fileno(),) if seccomp is None else (theirs.fileno(), seccomp),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    close_fds=True,
+                    env=env,
+                    cwd=self.folder,
+                )
+            )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         threading.Thread(target=self._drain, args=(self._process.stdout,), daemon=True).start()
         theirs.close()
         self._control, self._pid = ours, os.getpid()
@@ -164,7 +204,7 @@ class Zygote:
 
 
 class Child:
-    """One sandboxed child process running a :mod:`.sandbox` target, spoken to in JSON messages."""
+    """One sandboxed child process running a target of :mod:`.inside_forkserver`, spoken to in JSON messages."""
 
     def __init__(self, zygote: Zygote, target: str, job: dict[str, Any]):
         self._zygote = zygote
@@ -372,7 +412,7 @@ def copy_out(folder: EpisodeFolder, name: str) -> bytes:
     try:
         main = folder.read(name)
         wal, journal = folder.read_optional(f"{name}-wal"), folder.read_optional(f"{name}-journal")
-        return db.from_files(main, wal, journal)
+        return host_db.from_files(main, wal, journal)
     except UnsafeEntry as exc:
         raise SandboxError(f"the episode database is unusable: {exc}") from None
     except (sqlite3.Error, MemoryError) as exc:
