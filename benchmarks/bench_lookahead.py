@@ -15,13 +15,19 @@ with tau2's gold user), at each state:
 The meter is ``ScriptedMeter`` (a constant answer, about free), so the guided-4 ratio is the env's
 own cost of lookahead; ``--meter shipped`` uses the env's shipped meter instead (the tool envs get
 AWM's, as ``registry`` says), whose call then weighs in both the natural and the guided step.
-Ratios are to the natural step, medians over the states and ``--rounds``.
+Ratios are to the natural step, medians over the states and ``--rounds``. Each figure is printed
+twice: one sample per state (one stack), and the least of ``--copies`` stacks that play the same
+actions in lockstep (see :func:`measure`: on a loaded machine the longer steps wait for the CPU
+more often than the short ones, and the least of a few equal steps leaves most of that out).
 
 ``--before TREE`` measures another checkout (e.g. ``/work/main``) too: this script runs in child
 processes, one per tree and round, alternating, with ``PYTHONPATH`` set to the tree, so both sets of
 figures come from one run on the same (loaded) machine.
 
-Run: ``python benchmarks/bench_lookahead.py [--rounds 3] [--steps 4] [--before /work/main] [--envs AWM tau2]``.
+``--clock cpu`` times this process's CPU instead of the wall (no wait for a busy CPU in it; none of
+AWM's app, which runs in its sandbox, so AWM's figures then leave most of its step out).
+
+Run: ``python benchmarks/bench_lookahead.py [--rounds 3] [--steps 4] [--copies 3] [--clock cpu] [--before /work/main] [--envs AWM tau2]``.
 """
 
 from __future__ import annotations
@@ -55,10 +61,15 @@ FIELDS = (
 )
 
 
+#: The clock of every figure: wall time, or with ``--clock cpu`` this process's CPU time (no wait
+#: for a busy CPU in it, and none of another process's work: AWM's app runs in its sandbox).
+_CLOCK = time.perf_counter
+
+
 def _ms(fn) -> tuple[float, object]:
-    start = time.perf_counter()
+    start = _CLOCK()
     out = fn()
-    return 1e3 * (time.perf_counter() - start), out
+    return 1e3 * (_CLOCK() - start), out
 
 
 def _next_task(options: dict, i: int) -> dict:
@@ -77,13 +88,19 @@ def _meter(env_id: str, kind: str):
     return ScriptedMeter(lambda history: (True, 100))
 
 
-def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
+def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str, dict[str, list[float]]]:
     """One env's samples (ms) along the first ``steps`` non-final states of its policy's episode.
 
     Every timed step is a second visit of its transition: an untimed step in a branch goes first.
     ALFWorld caches successors per game, so a first visit costs more than any later one, whoever
     makes it; this way the plain step, the branch's step and the trials all meet warm caches, and the
     ratios show what branching adds.
+
+    Each figure is taken on ``copies`` stacks that play the same actions in lockstep (the branch
+    figures: that many branches): ``first`` holds the first copy's sample of each state (one sample,
+    as a single stack gives it), ``best`` the least of the copies. On a loaded machine a step that
+    runs longer than a scheduler slice waits for the CPU more often than a short one, which
+    inflates the longer figure's median; the least of a few equal steps leaves most of that out.
     """
     import gymnasium as gym
 
@@ -93,31 +110,47 @@ def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
     from ttg_envs.wrappers import make_env
 
     env_id, kwargs, options, policy_name = ENVS[name]
-    plain = gym.make(env_id, **kwargs).unwrapped
-    metered = make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs)
-    # The natural condition's stack, on the same path: its steps meet no meter cache the trials filled.
-    natural = make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs)
+    plains = [gym.make(env_id, **kwargs).unwrapped for _ in range(copies)]
+    plain = plains[0]
+    metereds = [make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs) for _ in range(copies)]
+    # The natural condition's stacks, on the same path: their steps meet no meter cache the trials filled.
+    naturals = [make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs) for _ in range(copies)]
     policy = make_policy(env_id, policy_name, seed=0)
     selector = GuidedSelector(None, k=4)
-    out: dict[str, list[float]] = {f: [] for f in FIELDS}
+    out: dict[str, dict[str, list[float]]] = {f: {"first": [], "best": []} for f in FIELDS}
+
+    def add(samples: dict[str, list[float]]) -> None:
+        for field, values in samples.items():
+            out[field]["first"].append(values[0])
+            out[field]["best"].append(min(values))
+
+    def guided(metered, text: str) -> float:
+        candidates = [text + " " * i for i in range(4)]  # four distinct texts, each tried in its own branch
+        gc.collect()
+        choose, chosen = _ms(lambda: selector.choose(metered, candidates))
+        return choose + _ms(lambda: metered.step(chosen.text))[0]
+
     # The first pass loads and warms what every later call reuses; episodes that end before
     # ``steps`` states (PaperSearchQA's: a search, then the answer) go on with the next task.
     passes = [(True, options)] + [(False, _next_task(options, i)) for i in range(steps)]
     for warm_up, options in passes:
-        if not warm_up and len(out["plain step"]) >= steps:
+        if not warm_up and len(out["plain step"]["first"]) >= steps:
             break
-        plain.reset(options=options)
-        metered.reset(options=options)
+        for env in (*plains, *metereds):
+            env.reset(options=options)
         if not warm_up:
-            out["reset (warm)"].append(_ms(lambda: plain.reset(options=options))[0])
-            # An env may defer work to its first step (AWM before: the app's start): both together.
-            first = policy(plain)
-            ms = _ms(lambda: plain.reset(options=options))[0]
-            out["reset + first step"].append(ms + _ms(lambda: plain.step(getattr(first, "text", first)))[0])
+            resets, firsts = [], []
+            for _ in range(copies):
+                resets.append(_ms(lambda: plain.reset(options=options))[0])
+                # An env may defer work to its first step (AWM before: the app's start): both together.
+                first = policy(plain)
+                ms = _ms(lambda: plain.reset(options=options))[0]
+                firsts.append(ms + _ms(lambda: plain.step(getattr(first, "text", first)))[0])
+            add({"reset (warm)": resets, "reset + first step": firsts})
             plain.reset(options=options)
-            metered.reset(options=options)
-        natural.reset(options=options)
-        for _ in range(1 if warm_up else steps - len(out["plain step"])):
+        for env in naturals:
+            env.reset(options=options)
+        for _ in range(1 if warm_up else steps - len(out["plain step"]["first"])):
             action = policy(plain)
             text = getattr(action, "text", action)
             visit = plain.branch()  # the untimed first visit
@@ -125,47 +158,48 @@ def measure(name: str, steps: int, meter_kind: str) -> dict[str, list[float]]:
             visit.close()
             if result[2] or result[3]:
                 break  # the final step (a verifier, tau2's evaluator) is not a step like the others
-            twin = plain.branch()
-            samples = {}
-            ms, child = _ms(twin.branch)
-            samples["branch + first step"] = ms + _ms(lambda: child.step(text))[0]
-            samples["branch close"] = _ms(child.close)[0]
-            twin.close()
-            samples["plain step"] = _ms(lambda: plain.step(text))[0]
-            samples["natural step"] = _ms(lambda: natural.step(text))[0]
-            candidates = [text + " " * i for i in range(4)]  # four distinct texts, each tried in its own branch
-            gc.collect()
-            choose, chosen = _ms(lambda: selector.choose(metered, candidates))
-            samples["guided-4 step"] = choose + _ms(lambda: metered.step(chosen.text))[0]
+            samples: dict[str, list[float]] = {f: [] for f in FIELDS if not f.startswith("reset")}
+            for _ in range(copies):
+                twin = plain.branch()
+                ms, child = _ms(twin.branch)
+                samples["branch + first step"].append(ms + _ms(lambda: child.step(text))[0])
+                samples["branch close"].append(_ms(child.close)[0])
+                twin.close()
+            for env in plains:
+                samples["plain step"].append(_ms(lambda: env.step(text))[0])
+            for env in naturals:
+                samples["natural step"].append(_ms(lambda: env.step(text))[0])
+            for env in metereds:
+                samples["guided-4 step"].append(guided(env, text))
             gc.collect()
             if not warm_up:
-                for field, value in samples.items():
-                    out[field].append(value)
-    for env in (plain, metered, natural):
+                add(samples)
+    for env in (*plains, *metereds, *naturals):
         env.close()
     return out
 
 
-def run_here(names: list[str], steps: int, meter_kind: str) -> dict[str, dict[str, list[float]]]:
+def run_here(names: list[str], steps: int, meter_kind: str, copies: int) -> dict:
     """Every env's samples in this process."""
-    return {name: measure(name, steps, meter_kind) for name in names}
+    return {name: measure(name, steps, meter_kind, copies) for name in names}
 
 
-def _child(tree: str, names: list[str], steps: int, meter_kind: str) -> dict:
+def _child(tree: str, names: list[str], steps: int, meter_kind: str, copies: int, clock: str) -> dict:
     env = {**os.environ, "PYTHONPATH": tree}
-    argv = [sys.executable, __file__, "--json", "--steps", str(steps), "--meter", meter_kind, "--envs", *names]
+    argv = [sys.executable, __file__, "--json", "--steps", str(steps), "--meter", meter_kind, "--copies", str(copies), "--clock", clock]
+    argv += ["--envs", *names]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{tree}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _merge(rounds: list[dict]) -> dict[str, dict[str, float]]:
+def _merge(rounds: list[dict], kind: str) -> dict[str, dict[str, float]]:
     merged: dict[str, dict[str, float]] = {}
     for name in rounds[0]:
         merged[name] = {}
         for field in FIELDS:
-            samples = [x for r in rounds for x in r[name][field]]
+            samples = [x for r in rounds for x in r[name][field][kind]]
             merged[name][field] = statistics.median(samples) if samples else float("nan")
     return merged
 
@@ -191,28 +225,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--meter", choices=("scripted", "shipped"), default="scripted")
     parser.add_argument("--before", metavar="TREE", help="also measure this checkout (interleaved child processes)")
+    parser.add_argument("--copies", type=int, default=3, help="lockstep stacks (and branches) per figure; the table of the least of them")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or this process's CPU time")
     parser.add_argument("--json", action="store_true", help="print this process's samples as JSON (one round)")
     args = parser.parse_args()
+    global _CLOCK
+    _CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.json:
-        print(json.dumps(run_here(args.envs, args.steps, args.meter)))
+        print(json.dumps(run_here(args.envs, args.steps, args.meter, args.copies)))
         return
     here = str(Path(__file__).resolve().parent.parent)
     trees = {"now": here, **({"before": args.before} if args.before else {})}
     rounds: dict[str, list[dict]] = {label: [] for label in trees}
     for _ in range(args.rounds):
         for label, tree in trees.items():
-            rounds[label].append(_child(tree, args.envs, args.steps, args.meter))
-    figures = {label: _merge(r) for label, r in rounds.items()}
-    for label, f in figures.items():
-        _table(f"{label} ({trees[label]})", f)
-    if args.before:
-        print("\nbefore / now (time ratios)")
-        for name in args.envs:
-            b, n = figures["before"][name], figures["now"][name]
-            print(
-                f"{name:18s} "
-                + "  ".join(f"{k}: {b[k] / n[k]:.1f}x" for k in ("branch + first step", "guided-4 step", "reset + first step"))
-            )
+            rounds[label].append(_child(tree, args.envs, args.steps, args.meter, args.copies, args.clock))
+    for kind, what in (("first", "one sample per state"), ("best", f"least of {args.copies} lockstep copies per state")):
+        figures = {label: _merge(r, kind) for label, r in rounds.items()}
+        print(f"\n=== {what}")
+        for label, f in figures.items():
+            _table(f"{label} ({trees[label]})", f)
+        if args.before:
+            print("\nbefore / now (time ratios)")
+            for name in args.envs:
+                b, n = figures["before"][name], figures["now"][name]
+                print(
+                    f"{name:18s} "
+                    + "  ".join(f"{k}: {b[k] / n[k]:.1f}x" for k in ("branch + first step", "guided-4 step", "reset + first step"))
+                )
 
 
 if __name__ == "__main__":

@@ -131,6 +131,7 @@ class TextEnv(gym.Env[str, str]):
     - ``_apply(command) -> StepOutcome``: run one parsed command on the engine;
     - ``_state_key() -> str``: hash of the canonical engine state;
     - optionally ``_snapshot()``/``_restore(snapshot)`` for O(1) branching (default: replay),
+      ``_adopt(branch)`` so that a guided step takes over its chosen branch (:meth:`offer_step`),
       ``parse_action`` for another action syntax, ``_invalid_outcome`` for a richer error turn,
       ``known_commands`` (what lenient parsing may match), ``system_prompt`` and
       ``_opening_messages`` (the transcript's first turns).
@@ -262,6 +263,9 @@ class TextEnv(gym.Env[str, str]):
         if self.done:
             raise gym.error.ResetNeeded("The episode is over (terminated or truncated); call reset().")
         text = action.text if isinstance(action, Generation) else action
+        adopted = self._take_offer(text)
+        if adopted is not None:
+            return adopted
         if not isinstance(text, str):
             text = "" if text is None else str(text)
             outcome = self._invalid_outcome(f"Invalid response: expected text, got {type(action).__name__}. Answer as {REACT_FORMAT}.")
@@ -290,6 +294,8 @@ class TextEnv(gym.Env[str, str]):
         info.update(outcome.info or {})
         if self.render_mode == "human":
             self.render()
+        if self._keeps_last_step:
+            self._last_step = (outcome.observation, float(outcome.reward), terminated, truncated, dict(info))
         return outcome.observation, float(outcome.reward), terminated, truncated, info
 
     def render(self) -> str | None:
@@ -337,7 +343,58 @@ class TextEnv(gym.Env[str, str]):
         clone.done = self.done
         clone.success = self.success
         clone._np_random = copy.deepcopy(self._np_random)
+        clone._offer = clone._last_step = None
+        clone._keeps_last_step = True
         return clone
+
+    # A branch keeps its last step's results so that the env it came from can adopt it.
+    _keeps_last_step: ClassVar[bool] = False
+    _last_step: tuple | None = None
+    _offer: tuple | None = None
+
+    def offer_step(self, branch: TextEnv) -> bool:
+        """Let the next ``step`` of this env take over ``branch`` instead of running the engine.
+
+        ``branch`` is a :meth:`branch` of this env, from its current state, that took one step. If
+        the next ``step`` here has that step's text, this env takes the branch's engine state (the
+        :meth:`_adopt` hook), transcript and counters, and returns the branch's step results: the
+        same as stepping again. Anything else (another text, a reset, an env without the hook)
+        steps as usual. The branch must not be used after. False when this env cannot adopt.
+        """
+        if type(self)._adopt is TextEnv._adopt or branch._last_step is None or branch.elapsed_steps != self.elapsed_steps + 1:
+            return False
+        self._offer = (branch, self.messages, len(self.messages))
+        return True
+
+    def _adopt(self, branch: TextEnv) -> bool:
+        """Hook: take over the engine state of ``branch`` (see :meth:`offer_step`), or return False
+        to run the step instead. The branch is dropped after, never closed."""
+        return False
+
+    def _take_offer(self, text: Any) -> tuple | None:
+        offer, self._offer = self._offer, None
+        if offer is None:
+            return None
+        branch, messages, length = offer
+        if (
+            messages is not self.messages
+            or length != len(self.messages)
+            or branch.elapsed_steps != self.elapsed_steps + 1
+            or branch.actions[-1] != text
+            or not self._adopt(branch)
+        ):
+            branch.close()
+            return None
+        self.messages.extend(branch.messages[length:])
+        self.actions.append(branch.actions[-1])
+        self.elapsed_steps, self.done, self.success = branch.elapsed_steps, branch.done, branch.success
+        self._np_random = branch._np_random
+        if self.render_mode == "human":
+            self.render()
+        if self._keeps_last_step:
+            self._last_step = branch._last_step
+        observation, reward, terminated, truncated, info = branch._last_step
+        return observation, reward, terminated, truncated, dict(info)
 
     def _clone(self) -> TextEnv:
         """A new env object sharing this one's immutable resources (task list, caches).

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..core import BranchDivergenceError, Generation
-from ..wrappers.branching import try_actions
+from ..wrappers.branching import Trial, offer_trial, try_actions
 from ..wrappers.plan_length import plan_cost
 from ..wrappers.progress_meter import score_actions
 from .base import Actor
@@ -78,7 +78,10 @@ class GuidedSelector(NaturalSelector):
     Samples ``k`` candidates, trial-executes each distinct text once in its own branch of the env,
     scores the resulting histories in one meter call (through the env's ``ProgressMeterWrapper``)
     and returns the candidate with the largest predicted decrease in remaining work, ``ttg_delta``
-    (ties: the first sampled). The branches are discarded.
+    (ties: the first sampled). The chosen candidate's branch is offered to the env
+    (:func:`~ttg_envs.wrappers.branching.offer_trial`): the caller's ``env.step`` with it takes the
+    branch's state over instead of running the engine again, with the same results. The other
+    branches are closed.
 
     Args:
         actor: proposes candidates; k: candidates per step;
@@ -114,18 +117,35 @@ class GuidedSelector(NaturalSelector):
         selection.distinct = list(first.values())
         if len(selection.distinct) > 1:
             try:
-                selection.deltas = self.scores(env, [candidates[i] for i in selection.distinct])
+                trials = self.trials(env, [candidates[i] for i in selection.distinct])
+                selection.deltas = self.trial_scores(trials)
             except BranchDivergenceError as exc:
                 selection.branch_error = str(exc)
-                selection.deltas = [float("-inf")] * len(selection.distinct)
+                trials, selection.deltas = [], [float("-inf")] * len(selection.distinct)
             # np.argmax returns the first maximum: ties go to the earliest sampled candidate.
-            selection.chosen = selection.distinct[int(np.argmax(selection.deltas))]
+            best = int(np.argmax(selection.deltas))
+            selection.chosen = selection.distinct[best]
+            for i, trial in enumerate(trials):
+                if i != best or not offer_trial(env, trial):
+                    trial.env.close()
         self.last = selection
         return candidates[selection.chosen]
 
     def scores(self, env: gym.Env, candidates: Sequence[Generation]) -> list[float]:
         """How good each distinct candidate is (higher is better): the meter's ``ttg_delta`` after it."""
-        return [float(t.info["ttg_delta"]) for t in score_actions(env, candidates, self.method)]
+        trials = self.trials(env, candidates)
+        scores = self.trial_scores(trials)
+        for trial in trials:
+            trial.env.close()
+        return scores
+
+    def trials(self, env: gym.Env, candidates: Sequence[Generation]) -> list[Trial]:
+        """Each candidate stepped in its own branch of ``env``, the new states scored in one meter call."""
+        return score_actions(env, candidates, self.method)
+
+    def trial_scores(self, trials: Sequence[Trial]) -> list[float]:
+        """The score of each trial (higher is better): the meter's ``ttg_delta``."""
+        return [float(t.info["ttg_delta"]) for t in trials]
 
 
 class PlannerSelector(GuidedSelector):
@@ -138,12 +158,12 @@ class PlannerSelector(GuidedSelector):
     state with no plan ``-inf``.
     """
 
-    def scores(self, env: gym.Env, candidates: Sequence[Generation]) -> list[float]:
-        """Minus the planner's plan length after each candidate (``+inf`` when it wins)."""
+    def trials(self, env: gym.Env, candidates: Sequence[Generation]) -> list[Trial]:
+        """Each candidate stepped in its own branch of ``env`` (no meter)."""
         if not hasattr(env.unwrapped, "expert_plan"):
             raise TypeError(f"planner-guided selection needs an env with expert_plan(), got {type(env.unwrapped).__name__}")
-        out = []
-        for trial in try_actions(env, candidates, self.method):
-            out.append(-plan_cost(trial))
-            trial.env.close()
-        return out
+        return try_actions(env, candidates, self.method)
+
+    def trial_scores(self, trials: Sequence[Trial]) -> list[float]:
+        """Minus the planner's plan length after each trial (``+inf`` when it wins)."""
+        return [-plan_cost(trial) for trial in trials]

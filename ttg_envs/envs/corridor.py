@@ -69,6 +69,10 @@ class CorridorEnv(TextEnv):
     def _restore(self, snapshot):
         self.position = snapshot
 
+    def _adopt(self, branch):
+        self.position = branch.position
+        return True
+
 
 def corridor_meter(tokens_per_step: int = 2, *, budget_aware: bool = False):
     """A scripted meter: ``tokens_per_step`` x the cells left (read from the last observation).

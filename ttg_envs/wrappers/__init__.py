@@ -1,6 +1,6 @@
 """Wrappers that add token counts, progress-meter estimates, recording and branching to any ttg env."""
 
-from .branching import BranchableWrapper, Trial, branch, try_actions
+from .branching import BranchableWrapper, Trial, branch, offer_trial, try_actions
 from .lookahead import Lookahead
 from .plan_length import PlanLength
 from .progress_meter import ProgressMeterWrapper, score_actions, step_all
@@ -18,6 +18,7 @@ __all__ = [
     "Trial",
     "branch",
     "make_env",
+    "offer_trial",
     "read_trajectories",
     "score_actions",
     "step_all",

@@ -72,6 +72,20 @@ class Trial:
     env: gym.Env
 
 
+def offer_trial(env: gym.Env, trial: Trial) -> bool:
+    """Let ``env``'s next ``step`` with ``trial.action`` take over ``trial.env`` (a branch of ``env``
+    that took that one step) instead of running the engine again (:meth:`TextEnv.offer_step`).
+
+    Every wrapper still runs its own ``step`` over the adopted results, so the whole stack ends as
+    if the action had been stepped. False (nothing kept) when the innermost env cannot adopt (it
+    has no ``_adopt`` hook, or it is a ``RemoteEnv``); then the caller should close the branch.
+    """
+    base, branched = env.unwrapped, trial.env.unwrapped
+    if not isinstance(base, TextEnv) or not isinstance(branched, TextEnv) or branched is base:
+        return False
+    return base.offer_step(branched)
+
+
 def try_actions(env: gym.Env, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
     """Step each action in a fresh branch of ``env``; ``env`` itself is left untouched."""
     trials = []

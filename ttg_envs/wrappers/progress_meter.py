@@ -90,7 +90,8 @@ class ProgressMeterWrapper(BranchableWrapper):
             success = bool(info.get("success", False))
             self._record(None, anchored_cost(success, self.failure_cost), info, can_complete=success)
         elif self._defer:
-            self._pending = {"history": [dict(m) for m in self.history], "info": info}
+            # Messages are never changed once in the transcript: a copy of the list is a snapshot.
+            self._pending = {"history": list(self.history), "info": info}
         else:
             self._record(self.meter.estimate([self.history])[0], None, info)
         return obs, reward, terminated, truncated, info

@@ -11,6 +11,9 @@ from ..core import Generation
 from .branching import BranchableWrapper
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
+#: Texts whose count a counter (and its branches) remembers; a selector's trials count each
+#: candidate once, and the chosen one is counted again when the main env steps.
+_COUNT_CACHE = 256
 
 
 def token_to_go(step_tokens: Sequence[int]) -> list[int]:
@@ -44,6 +47,7 @@ class TokenCounter(BranchableWrapper):
 
         self.tokenizer = load_tokenizer(tokenizer)
         self.step_tokens: list[int] = []
+        self._counts: dict[str, int] = {}  # shared with branches: same tokenizer, same counts
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset the env and the per-episode counts."""
@@ -71,8 +75,14 @@ class TokenCounter(BranchableWrapper):
             action = action.text
         if not isinstance(action, str):
             return 0
-        # A lone surrogate (text decoded with surrogateescape) cannot be encoded: count it as U+FFFD.
-        return self.tokenizer.count(_SURROGATES.sub("\ufffd", action))
+        n = self._counts.get(action)
+        if n is None:
+            # A lone surrogate (text decoded with surrogateescape) cannot be encoded: count it as U+FFFD.
+            n = self.tokenizer.count(_SURROGATES.sub("\ufffd", action))
+            if len(self._counts) >= _COUNT_CACHE:
+                self._counts.clear()
+            self._counts[action] = n
+        return n
 
     def branch_onto(self, inner: gym.Env) -> TokenCounter:
         """A copy around ``inner`` with its own list of per-step counts."""

@@ -146,6 +146,15 @@ class ALFWorldEnv(TextEnv):
     def _restore(self, snapshot: EngineSnapshot) -> None:
         self._saved = snapshot
 
+    def _adopt(self, branch: ALFWorldEnv) -> bool:
+        # A planner timeout waiting to be reported would be in a stepped info, not in the branch's.
+        if self._plan_timed_out or branch._engine is not self._engine:
+            return False
+        with self._engine.lock:
+            self._saved = branch._snapshot()
+        self._came_through = branch._came_through
+        return True
+
     def _clone(self) -> ALFWorldEnv:
         clone = super()._clone()
         clone.planner_timeouts = clone.plans_repaired = 0

@@ -227,6 +227,10 @@ class BFCLEnv(ToolEnv):
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
         self._episode = snapshot[0]
 
+    def _adopt(self, branch: BFCLEnv) -> bool:
+        self._episode = branch._episode
+        return True
+
     # ------------------------------------------------------------ BFCL extras
     @property
     def task_entry(self) -> BFCLTask:

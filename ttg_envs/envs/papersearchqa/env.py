@@ -187,6 +187,10 @@ class PaperSearchQAEnv(TextEnv):
         retrieved, self._answer = snapshot
         self._retrieved = list(retrieved)
 
+    def _adopt(self, branch: PaperSearchQAEnv) -> bool:
+        self._retrieved, self._answer = branch._retrieved, branch._answer
+        return True
+
     def _clone(self) -> PaperSearchQAEnv:
         clone = super()._clone()
         clone._retrieved = list(self._retrieved)

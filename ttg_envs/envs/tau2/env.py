@@ -229,6 +229,10 @@ class Tau2Env(ToolEnv):
     def _restore(self, snapshot: _Episode) -> None:
         self._episode = snapshot
 
+    def _adopt(self, branch: Tau2Env) -> bool:
+        self._episode = branch._episode
+        return True
+
     # ------------------------------------------------------------ tau2 extras
     @property
     def task_object(self) -> Any:
