@@ -187,7 +187,7 @@ _SPECS = (
         meter="awm",
         eval_splits=("all",),
         train_split=None,
-        policy_names=("gold", "gold_drop_last"),
+        policy_names=("gold", "gold_drop_last", "perturbed"),
     ),
     EnvRecord(
         id="ttg/Tau2-v0",
@@ -198,7 +198,7 @@ _SPECS = (
         settings=_AWM,
         meter="awm",
         eval_splits=("test",),
-        policy_names=("gold", "gold_drop_last"),
+        policy_names=("gold", "gold_drop_last", "perturbed"),
     ),
 )
 
