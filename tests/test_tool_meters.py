@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import pytest
 
@@ -89,4 +91,28 @@ def test_tau2_perturbed_policy_skips_extras_and_wrong_calls():
     gold = Tau2Gold()(env)
     assert Tau2Perturbed(eps=0.0, seed=0)(env) == gold
     assert all(Tau2Perturbed(eps=1.0, seed=seed)(env) != gold for seed in range(6))
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "env_id, name, kwargs", [("ttg/BFCL-v0", "bfcl", {"split": "multi_turn"}), ("ttg/Tau2-v0", "tau2", {"split": "test", "user": "gold"})]
+)
+def test_the_tool_envs_load_shipped_meters_of_their_own(env_id, name, kwargs):
+    pytest.importorskip("torch")
+    if name == "tau2":
+        pytest.importorskip("tau2")
+    from ttg_envs.meters import load_meter
+    from ttg_envs.meters.ready import ready_meter_path
+    from ttg_envs.registry import make_policy
+    from ttg_envs.wrappers import ProgressMeterWrapper, TokenCounter
+
+    path = ready_meter_path(env_id)
+    config = json.loads((path / "meter.json").read_text())
+    assert path.name == name and config["ready"]["env_id"] == env_id
+    assert config["ready"]["heldout_previous"]["meter"] == "ttg/AWM-v0"
+    env = ProgressMeterWrapper(TokenCounter(gym.make(env_id, **kwargs)), load_meter(env_id))
+    _, info = env.reset(seed=0)
+    assert info["ttg_valid"] and info["ttg_cost"] is not None
+    _, _, _, _, info = env.step(make_policy(env_id, "gold")(env))
+    assert info["ttg_valid"] and isinstance(info["ttg_delta"], float)
     env.close()

@@ -169,7 +169,8 @@ class PerturbedGoldPolicy(GoldPolicy):
             calls = base._truth_calls(task.ground_truth[turn])
             others = [c for i, t in enumerate(task.ground_truth) if i != turn and t for c in base._truth_calls(t)]
         elif task.ground_truth is None:
-            calls, others = ([ToolCall(base.tools[0].name)] if task.group == "relevance" else []), [ToolCall(base.tools[0].name)]
+            first = [ToolCall(base.tools[0].name)] if base.tools else []  # some live entries offer no function
+            calls, others = (first if task.group == "relevance" else []), first
         else:
             calls, others = single_turn_calls(task, base.scored_name, source=self._prompting(base)), []
         return self._write(base, self.perturber.depart(kind, calls, others))
