@@ -57,9 +57,20 @@ config["ready"] = {
 previous = work / "eval-previous" / "eval_report.json"
 if previous.is_file():  # the meter the env loaded before, on the same held-out trajectories
     before = json.loads(previous.read_text())
+    reports = before["reports"]
+    # Read back from files, trajectories are grouped by their task's split (BFCL: its category group):
+    # the good and bad steps of all groups pooled are what the held-out row compares with.
+    pooled = {}
+    for kind in ("good", "bad"):
+        n = sum(r["steps"].get(kind, 0) for r in reports.values())
+        hits = sum(r["steps"].get(kind, 0) * (r[f"{kind}_step_accuracy"] or 0) for r in reports.values())
+        pooled[f"{kind}_step_accuracy"] = hits / n if n else None
+    if None not in pooled.values():
+        pooled["balanced_step_accuracy"] = (pooled["good_step_accuracy"] + pooled["bad_step_accuracy"]) / 2
     config["ready"]["heldout_previous"] = {
         "meter": before["meter"],
-        **{split: {k: v for k, v in report.items() if not isinstance(v, (list, dict))} for split, report in before["reports"].items()},
+        "pooled": pooled,
+        **{split: {k: v for k, v in report.items() if not isinstance(v, (list, dict))} for split, report in reports.items()},
     }
 (dest / "meter.json").write_text(json.dumps(config, indent=1))
 size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
