@@ -13,7 +13,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policies",
         nargs="+",
-        help="scripted policies as name[:eps] (default: expert and noisy experts; BFCL and tau2: gold, gold_drop_last)",
+        help="scripted policies as name[:eps] (default: expert and noisy experts; BFCL and tau2: gold, gold_drop_last, perturbed)",
     )
     p.add_argument("--trajectories", nargs="+", help="read these trajectory files instead of recording")
     add_limit(p)
