@@ -3,7 +3,7 @@
 # loads) from scratch, and measure each on tasks it never saw. Every draw is seeded, so a rebuild
 # gives the same meter and figures.
 #
-#   bash scripts/build_meters.sh [alfworld] [papersearchqa] [awm]    (default: all three)
+#   bash scripts/build_meters.sh [alfworld] [papersearchqa] [awm] [bfcl] [tau2]    (default: all five)
 #
 # Each meter: an encoder meter (encoder:tiny, full history, <think> blocks dropped) trained on
 # trajectories of scripted policies of different quality that TokenCounter recorded on the env's
@@ -19,7 +19,13 @@
 # no-op siblings (--noop-siblings 2: at every 3rd state, two commands that change nothing, tried in
 # branches of the engine with their exact targets, ranked against the step taken). One torch thread
 # (--threads 1), so the rebuilt meter is the same on any machine.
-# ALFWORLD_TRAJECTORIES=DIR trains on trajectory files recorded before by the same command.
+# ALFWORLD_TRAJECTORIES=DIR (BFCL_TRAJECTORIES, TAU2_TRAJECTORIES) trains on trajectory files
+# recorded before by the same command.
+#
+# BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
+# and wrong-argument calls) and are measured against gold-path step labels (a step that makes gold's
+# move is good, the first that departs bad); the AWM meter these envs used before is measured on
+# the same held-out trajectories, into meter.json's "heldout_previous".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TTG=${TTG:-.venv/bin/ttg}
@@ -51,6 +57,24 @@ config["ready"] = {
     "heldout_tasks": {"splits": heldout["config"]["splits"], "limit": heldout["config"]["limit"],
                       "tasks": heldout["config"]["tasks"], "policies": heldout["config"]["policies"]},
 }
+previous = work / "eval-previous" / "eval_report.json"
+if previous.is_file():  # the meter the env loaded before, on the same held-out trajectories
+    before = json.loads(previous.read_text())
+    reports = before["reports"]
+    # Read back from files, trajectories are grouped by their task's split (BFCL: its category group):
+    # the good and bad steps of all groups pooled are what the held-out row compares with.
+    pooled = {}
+    for kind in ("good", "bad"):
+        n = sum(r["steps"].get(kind, 0) for r in reports.values())
+        hits = sum(r["steps"].get(kind, 0) * (r[f"{kind}_step_accuracy"] or 0) for r in reports.values())
+        pooled[f"{kind}_step_accuracy"] = hits / n if n else None
+    if None not in pooled.values():
+        pooled["balanced_step_accuracy"] = (pooled["good_step_accuracy"] + pooled["bad_step_accuracy"]) / 2
+    config["ready"]["heldout_previous"] = {
+        "meter": before["meter"],
+        "pooled": pooled,
+        **{split: {k: v for k, v in report.items() if not isinstance(v, (list, dict))} for split, report in reports.items()},
+    }
 (dest / "meter.json").write_text(json.dumps(config, indent=1))
 size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
 print(f"shipped {dest} ({size / 1e6:.1f} MB)")
@@ -96,7 +120,48 @@ build_awm() {
     ship awm ttg/AWM-v0
 }
 
-for name in "${@:-alfworld papersearchqa awm}"; do
+# heldout_previous NAME ENV_ID KWARGS: the AWM meter (what BFCL and tau2 loaded before) on NAME's held-out trajectories
+heldout_previous() {
+    $TTG eval-meter --env "$2" --env-kwargs "$3" --meter ttg/AWM-v0 --trajectories "$WORK/$1"/eval/trajectories/*.jsonl \
+        --out "$WORK/$1/eval-previous"
+}
+
+build_bfcl() {
+    # BFCL has no train split: tasks of the "all" split by index. Training: index % 25 == 0; the
+    # development panel where the settings were chosen: index % 25 == 12; held out: index % 25 == 6.
+    local train_tasks eval_tasks
+    train_tasks=$(seq 0 4424 | awk '$1 % 25 == 0' | tr '\n' ' ')
+    eval_tasks=$(seq 0 4424 | awk '$1 % 25 == 6' | tr '\n' ' ')
+    local source="--tasks $train_tasks"
+    [ -n "${BFCL_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$BFCL_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
+    # shellcheck disable=SC2086
+    $TTG train-meter --env ttg/BFCL-v0 --splits all $source \
+        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --out "$WORK/bfcl/train"
+    # shellcheck disable=SC2086
+    $TTG eval-meter --env ttg/BFCL-v0 --meter "$WORK/bfcl/train/meter" --splits all --tasks $eval_tasks \
+        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/bfcl/eval"
+    heldout_previous bfcl ttg/BFCL-v0 '{}'
+    ship bfcl ttg/BFCL-v0
+}
+
+build_tau2() {
+    # tau2 retail with the scripted gold user. Training: train-split tasks with index % 5 != 4; the
+    # development panel: index % 5 == 4 of the train split; held out: the whole test split (40 tasks).
+    local train_tasks
+    train_tasks=$(seq 0 73 | awk '$1 % 5 != 4' | tr '\n' ' ')
+    local source="--tasks $train_tasks"
+    [ -n "${TAU2_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$TAU2_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
+    # shellcheck disable=SC2086
+    $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
+        --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 \
+        --out "$WORK/tau2/train"
+    $TTG eval-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --meter "$WORK/tau2/train/meter" --splits test \
+        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/tau2/eval"
+    heldout_previous tau2 ttg/Tau2-v0 '{"user": "gold"}'
+    ship tau2 ttg/Tau2-v0
+}
+
+for name in "${@:-alfworld papersearchqa awm bfcl tau2}"; do
     for one in $name; do
         "build_$one"
     done

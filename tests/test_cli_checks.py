@@ -144,7 +144,7 @@ def test_tau2_gets_the_user_its_actor_needs(monkeypatch):
     [
         (["eval-meter", "--meter", "ttg/ALFWorld-v0"], ["valid_seen", "valid_unseen"], ["expert", "noisy_expert:0.25", "noisy_expert:0.5"]),
         (["eval-meter", "--meter", "ttg/PaperSearchQA-v0", "--env", "ttg/PaperSearchQA-v0"], ["test"], None),
-        (["train-meter", "--env", "ttg/Tau2-v0"], ["train"], ["gold", "gold_drop_last"]),
+        (["train-meter", "--env", "ttg/Tau2-v0"], ["train"], ["gold", "gold_drop_last", "perturbed"]),
     ],
 )
 def test_meter_commands_follow_the_env(argv, splits, policies):

@@ -19,6 +19,8 @@ MODULES = (
     "ttg_envs.eval.demo",
     "ttg_envs.training.actor.launch",
     "ttg_envs.training.meter.config",
+    "ttg_envs.training.meter.evaluation",
+    "ttg_envs.envs.perturb",
 )
 
 

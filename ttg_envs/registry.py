@@ -134,7 +134,7 @@ _PAPERSEARCHQA = EnvSettings(
     lr=1e-6, batch_size=512, group_size=5, max_tokens_per_turn=1024, kl_coef=0.001, entropy_coef=0.0, failure_cost=6144
 )
 # Table 4 has no BFCL or tau2 column: those tool-use envs take the AgentWorldModel settings, the
-# paper's complex-engineering domain, and its meter, as the paper reuses that meter for them.
+# paper's complex-engineering domain (their meters are their own: scripts/build_meters.sh bfcl tau2).
 _AWM = EnvSettings(lr=1e-6, batch_size=16, group_size=16, max_tokens_per_turn=2048, kl_coef=0.001, entropy_coef=0.0, failure_cost=16384)
 
 #: Table 4's settings for an env that has no record (ALFWorld's; C = 16384).
@@ -188,10 +188,10 @@ _SPECS = (
         splits=("all", "non_live", "live", "multi_turn", "hallucination"),
         max_turns=100,
         settings=_AWM,
-        meter="awm",
+        meter="bfcl",
         eval_splits=("all",),
         train_split=None,
-        policy_names=("gold", "gold_drop_last"),
+        policy_names=("gold", "gold_drop_last", "perturbed"),
     ),
     EnvRecord(
         id="ttg/Tau2-v0",
@@ -200,9 +200,9 @@ _SPECS = (
         splits=("base", "train", "test"),
         max_turns=50,
         settings=_AWM,
-        meter="awm",
+        meter="tau2",
         eval_splits=("test",),
-        policy_names=("gold", "gold_drop_last"),
+        policy_names=("gold", "gold_drop_last", "perturbed"),
     ),
 )
 

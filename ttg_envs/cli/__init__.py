@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="scripted policies as name[:eps], e.g. noisy_expert:0.5 (default: the env's, expert and noisy_expert; "
-        "BFCL and tau2: gold and gold_drop_last)",
+        "BFCL and tau2: gold, gold_drop_last and perturbed)",
     )
     ro.add_argument("--eps", type=float, default=0.3, help="random-action probability of a bare noisy_expert (default: %(default)s)")
     add_seed(ro)
@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="scripted policies the meter learns from, as name[:eps] (default: expert, noisy_expert:0.25, "
-        "noisy_expert:0.5, noisy_expert:0.75, noisy_expert:1; tau2: gold, gold_drop_last)",
+        "noisy_expert:0.5, noisy_expert:0.75, noisy_expert:1; tau2: gold, gold_drop_last, perturbed)",
     )
     de.set_defaults(func=_demo)
 

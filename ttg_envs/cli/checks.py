@@ -127,13 +127,15 @@ def _check_model(flag: str, model: str) -> None:
 
 def tau2_user(actor: str) -> str:
     """The tau2 user an actor gets when ``--env-kwargs`` names none: the gold replay of the same name for
-    the scripted gold policies, tau2's LLM user when its endpoint is set (``$TTG_USER_BASE_URL``); for
+    the scripted gold policies (``perturbed`` gets ``gold``), tau2's LLM user when its endpoint is set (``$TTG_USER_BASE_URL``); for
     any other actor a ``FlagError`` names the offline choice, since the gold replay cannot converse."""
     import os
 
     name = actor.partition(":")[2]
     if actor.startswith("scripted:") and name in ("gold", "gold_drop_last"):
         return name
+    if actor.startswith("scripted:") and name.partition(":")[0] == "perturbed":  # its text moves stay gold's
+        return "gold"
     if os.environ.get("TTG_USER_BASE_URL") and os.environ.get("TTG_USER_MODEL"):
         return "llm"
     raise FlagError(

@@ -13,7 +13,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policies",
         nargs="+",
-        help="scripted policies as name[:eps] (default: expert and noisy experts; BFCL and tau2: gold, gold_drop_last)",
+        help="scripted policies as name[:eps] (default: expert and noisy experts; BFCL and tau2: gold, gold_drop_last, perturbed)",
     )
     p.add_argument("--trajectories", nargs="+", help="read these trajectory files instead of recording")
     add_limit(p)
@@ -30,7 +30,7 @@ LM with SFT then GRPO) and save it to OUT/meter with a report of sizes, timings 
 The saved folder is what --meter takes in ttg eval, ttg demo and ttg train."""
 
 _EVAL_METER = """Record (or read) trajectories on evaluation splits, add step-quality labels (ALFWorld's planner,
-or annotations in the files) and report the meter's completion, token and step-quality accuracy
+the gold path of BFCL and tau2, or annotations in the files) and report the meter's completion, token and step-quality accuracy
 per split."""
 
 
@@ -171,10 +171,11 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
     add_splits(p, None, help="splits to record on")
     p.add_argument(
         "--labels",
-        choices=["auto", "alfworld", "none"],
+        choices=["auto", "alfworld", "gold", "none"],
         help="step-quality labels. auto: those in the files (annotations, or ALFWorld plan lengths, which "
-        "recording here adds); alfworld: also replay unlabelled ALFWorld files with the planner (slow); "
-        "none: no step quality",
+        "recording here adds), and for envs with a gold policy (BFCL, tau2) the gold path; alfworld: also "
+        "replay unlabelled ALFWorld files with the planner (slow); gold: label unlabelled files from the "
+        "gold path (a step that makes gold's move is good, the first that departs bad); none: no step quality",
     )
     p.add_argument(
         "--noop-every",

@@ -2,9 +2,11 @@
 
 Each shipped meter is an encoder meter (:class:`~ttg_envs.meters.encoder.EncoderMeter`: a small
 BERT built from a config, with a GRU and regression head) trained by ``scripts/build_meters.sh`` on
-the env's bundled train split from four scripted policies, saved under ``meters/shipped/<name>`` (``EnvRecord.meter``)
-with its held-out figures in ``meter.json`` (``heldout``). The tool envs have no meter of their
-own: like the paper, which reuses its engineering-task meter, they get the AWM meter.
+the env's bundled train split from scripted policies of different quality, saved under
+``meters/shipped/<name>`` (``EnvRecord.meter``) with its held-out figures in ``meter.json``
+(``heldout``). BFCL's and tau2's are trained on gold replays and perturbed gold of their own
+(before, they reused the AWM meter, as the paper reuses its engineering-task meter; its figures on
+the same held-out trajectories are ``heldout_previous``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""Scripted BFCL policies that replay the ground truth, whole or with its last call dropped.
+"""Scripted BFCL policies that replay the ground truth, whole, with its last call dropped, or with departures.
 
 ``gold`` sends each multi-turn turn's ground-truth calls in one response, then a text reply that
 ends the turn; for a single-turn entry it sends the calls built from the possible answers (first
 acceptable value of each argument; an argument whose answers include "" is left out). Irrelevance
 entries get a reply without a call. ``gold_drop_last`` does the same but leaves out the episode's
-last ground-truth call, which must make the official checker fail.
+last ground-truth call, which must make the official checker fail. ``perturbed:eps`` departs from
+the ground truth at a call step with probability ``eps``: a call dropped, an extra call (one of the
+entry's other turns' ground-truth calls) or a wrong argument (:mod:`ttg_envs.envs.perturb`); meters
+of the tool envs learn from these (``scripts/build_meters.sh bfcl``).
 
 The call syntax follows the env: official ``fc`` gets Hermes ``<tool_call>`` blocks, official
 ``prompting`` BFCL's ``[f(a=1)]`` (the ground-truth strings themselves in multi-turn), lenient any
@@ -19,6 +22,7 @@ from typing import Any
 
 from ...tools import ToolCall, format_tool_calls
 from ...tools.gold import GoldReplay
+from ..perturb import Perturber
 from .data import BFCLTask, tool_name
 from .env import BFCLEnv
 from .literals import java_literal, js_literal
@@ -135,12 +139,57 @@ class GoldPolicy(GoldReplay):
         return write(calls) if calls else END_TURN
 
 
+class PerturbedGoldPolicy(GoldPolicy):
+    """The gold policy with a departure (:data:`~ttg_envs.envs.perturb.KINDS`) at a call step with
+    probability ``eps``: the call steps of multi-turn turns and single-turn entries (an irrelevance
+    entry's departure is a call of its first function, a relevance entry's the reply without one)."""
+
+    def __init__(self, eps: float = 0.3, seed: int | None = None, style: str = "hermes"):
+        super().__init__(style=style)
+        self.perturber = Perturber(eps, seed)
+        self.name = f"perturbed_{eps:g}"
+
+    def __call__(self, env) -> str:
+        """The next response for ``env``."""
+        base = _bfcl(env)
+        task = base.task_entry
+        if task.multi_turn and base._episode.call_steps:
+            return END_TURN
+        kind = self.perturber.draw()
+        if kind is None:
+            return super().__call__(env)
+        if task.multi_turn:
+            turn = base._episode.turn
+            calls = base._truth_calls(task.ground_truth[turn])
+            others = [c for i, t in enumerate(task.ground_truth) if i != turn and t for c in base._truth_calls(t)]
+        elif task.ground_truth is None:
+            first = [ToolCall(base.tools[0].name)] if base.tools else []  # some live entries offer no function
+            calls, others = (first if task.group == "relevance" else []), first
+        else:
+            calls, others = single_turn_calls(task, base.scored_name, source=self._prompting(base)), []
+        return self._write(base, self.perturber.depart(kind, calls, others))
+
+    @staticmethod
+    def _prompting(base: BFCLEnv) -> bool:
+        return base.scoring_rule.prompting
+
+    def _write(self, base: BFCLEnv, calls: list[ToolCall]) -> str:
+        if not calls:
+            return END_TURN if base.task_entry.multi_turn else NO_CALL
+        if self._prompting(base):
+            return python_calls(calls, base.task_entry.category)
+        return format_tool_calls(calls, base.scoring_rule.call_style(self.style))
+
+
 #: Scripted policies by name, as ``ttg rollout --policies`` names them.
-POLICY_NAMES = ("gold", "gold_drop_last")
+POLICY_NAMES = ("gold", "gold_drop_last", "perturbed")
 
 
-def make_policy(name: str, *, seed: int | None = None, style: str = "hermes"):
-    """Build a scripted BFCL policy by name (``gold`` or ``gold_drop_last``); ``seed`` is unused (they are deterministic)."""
+def make_policy(name: str, *, seed: int | None = None, style: str = "hermes", eps: float = 0.3):
+    """Build a scripted BFCL policy by name (``gold``, ``gold_drop_last``, or ``perturbed`` with ``eps``,
+    seeded by ``seed``; the first two are deterministic)."""
     if name not in POLICY_NAMES:
         raise ValueError(f"unknown BFCL policy {name!r}; choose from {POLICY_NAMES}")
+    if name == "perturbed":
+        return PerturbedGoldPolicy(eps=eps, seed=seed, style=style)
     return GoldPolicy(style=style, drop_last=name == "gold_drop_last")

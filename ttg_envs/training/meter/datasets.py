@@ -123,6 +123,11 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
     """A :class:`Trajectory` from a recorder record or an annotated (AgentProcessBench) record."""
     messages = [dict(m) for m in record["messages"]]
     actions = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    steps = record.get("num_steps")
+    if steps is not None and len(actions) > int(steps):
+        # The env's opening transcript holds assistant messages of its own (tau2's greeting, BFCL
+        # live entries' earlier turns): the decisions are the last num_steps.
+        actions = actions[len(actions) - int(steps) :]
     if "success" in record:
         success = bool(record["success"])
     elif "final_label" in record:

@@ -6,11 +6,16 @@ states, no terminal anchor) goes down and harmful when it goes up, and the judge
 with a step label; neutral steps are excluded, and an unchanged cost on a labelled step counts
 as wrong (reported as a tie). Labels come from annotations (AgentProcessBench ``step_labels``)
 or, for ALFWorld, from the planner: good when the optimal plan from the new state is shorter
-than from the old one, bad when longer, neutral when equal.
+than from the old one, bad when longer, neutral when equal; for the tool envs (BFCL, tau2), from
+the gold path (:func:`label_gold_path`): good while a step makes the gold policy's move from the
+same state, bad at the first step that departs (a dropped, extra or wrong call, or any other move),
+neutral after it (the gold path no longer says what a step there is worth).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -93,6 +98,88 @@ def label_alfworld(trajectories: Iterable[Trajectory], env_kwargs: dict[str, Any
             if split not in envs:
                 envs[split] = gym.make("ttg/ALFWorld-v0", **{"split": split, **(env_kwargs or {})})
             traj.step_labels = step_labels_from_plan_lengths(alfworld_plan_lengths(traj, envs[split]))
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+_REASONING = re.compile(r"<think>.*?</think>", re.DOTALL)
+
+
+def _move(message: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What an assistant message does, for comparing moves: its text without reasoning and its calls
+    (name and arguments; the ids the env assigns left out)."""
+    calls = tuple(
+        (c["function"]["name"], json.dumps(json.loads(c["function"]["arguments"] or "{}"), sort_keys=True))
+        for c in message.get("tool_calls") or ()
+    )
+    return _REASONING.sub("", str(message.get("content") or "")).strip(), calls
+
+
+def gold_path_labels(trajectory: Trajectory, gold: Sequence[dict[str, Any]]) -> list[int]:
+    """Step labels against ``gold``, the gold policy's assistant messages on the same task: +1 while
+    each action makes the gold move (so the state stays on the gold path), -1 at the first action
+    that departs (or any action past gold's last), 0 after it.
+
+    >>> call = lambda v: {"role": "assistant", "content": "", "tool_calls": [
+    ...     {"id": "1", "function": {"name": "f", "arguments": json.dumps({"x": v})}}]}
+    >>> gold = [call(1), {"role": "assistant", "content": "Done."}]
+    >>> t = Trajectory("t", [call(1), call(2), gold[1]], [0, 1, 2], False, None)
+    >>> gold_path_labels(t, gold)
+    [1, -1, 0]
+    """
+    labels, on_path = [], True
+    for t, i in enumerate(trajectory.actions):
+        if not on_path:
+            labels.append(0)
+        elif t < len(gold) and _move(trajectory.messages[i]) == _move(gold[t]):
+            labels.append(1)
+        else:
+            labels.append(-1)
+            on_path = False
+    return labels
+
+
+def gold_actions(env: Any, task_id: Any, env_id: str) -> list[dict[str, Any]] | None:
+    """The assistant messages of the ``gold`` policy's episode on ``task_id`` (``env``: any wrapper
+    stack of ``env_id``), or None when gold does not succeed there (its path then labels nothing)."""
+    from ...registry import make_policy
+
+    policy = make_policy(env_id, "gold", seed=0)
+    _, info = env.reset(seed=0, options={"task_id": task_id})
+    steps, done = 0, False
+    while not done:
+        _, _, terminated, truncated, info = env.step(policy(env))
+        steps, done = steps + 1, terminated or truncated
+    if not info.get("success"):
+        return None
+    return [m for m in env.unwrapped.messages if m.get("role") == "assistant"][-steps:]
+
+
+def label_gold_path(
+    trajectories: Iterable[Trajectory], env_id: str, env_kwargs: dict[str, Any] | None = None, progress: bool = True
+) -> None:
+    """Fill ``step_labels`` of tool-env trajectories (BFCL, tau2: envs with a ``gold`` policy) from
+    the gold path: one gold episode per task (:func:`gold_actions`), then :func:`gold_path_labels`.
+    A task where gold fails labels its steps 0."""
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401  (registers the ids)
+
+    from ...bars import progress_bar
+
+    envs: dict[str, Any] = {}
+    golds: dict[tuple[str, str], list[dict[str, Any]] | None] = {}
+    try:
+        for traj in progress_bar(list(trajectories), desc="gold labels", disable=not progress):
+            split = str(traj.task.get("split", "train"))
+            key = (split, str(traj.task["id"]))
+            if key not in golds:
+                if split not in envs:
+                    envs[split] = gym.make(env_id, **{"split": split, **(env_kwargs or {})})
+                golds[key] = gold_actions(envs[split], traj.task["id"], env_id)
+            gold = golds[key]
+            traj.step_labels = [0] * traj.num_steps if gold is None else gold_path_labels(traj, gold)
     finally:
         for env in envs.values():
             env.close()

@@ -4,7 +4,7 @@
 out a fraction of whole trajectories, trains a meter (an encoder with a regression head, or a
 causal LM with SFT then GRPO) and saves it with a report of sizes, timings and held-out figures.
 ``eval-meter`` records (or reads) trajectories on evaluation splits, adds step-quality labels
-(ALFWorld planner, or annotations in the files) and reports the meter's figures per split.
+(ALFWorld planner, the gold path of BFCL and tau2, or annotations in the files) and reports the meter's figures per split.
 The settings and their defaults are :mod:`.config`'s dataclasses; the flags are in :mod:`ttg_envs.cli.meter`.
 """
 
@@ -178,10 +178,10 @@ def evaluate(config: MeterEvalConfig) -> int:
     """``ttg eval-meter``: record (or read) trajectories, label them, report the meter's figures per split."""
     device = _setup(config)
     from ...meters.loading import load_meter
+    from ...registry import env_spec, has_planner, make_policy
     from ...registry import failure_cost as failure_cost_for
-    from ...registry import has_planner, make_policy
     from .datasets import load_trajectories
-    from .evaluation import evaluate_meter, label_alfworld, markdown_report, noop_preference
+    from .evaluation import evaluate_meter, label_alfworld, label_gold_path, markdown_report, noop_preference
 
     out = Path(config.out)
     env_kwargs = config.env_kwargs
@@ -200,6 +200,8 @@ def evaluate(config: MeterEvalConfig) -> int:
     for name, trajectories in sets.items():
         if config.labels == "alfworld":  # replay what was recorded without plan lengths (slow)
             label_alfworld([t for t in trajectories if t.step_labels is None], env_kwargs)
+        elif config.labels == "gold" or (config.labels == "auto" and "gold" in env_spec(config.env).policy_names):
+            label_gold_path([t for t in trajectories if t.step_labels is None], config.env, env_kwargs)
         elif config.labels == "none":
             for t in trajectories:
                 t.step_labels = None

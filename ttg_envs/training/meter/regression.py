@@ -123,10 +123,14 @@ def train_encoder_meter(
     data = []
     for traj in trajectories:
         segments = meter.segments(traj.messages)
-        if len(segments) != traj.num_steps + 1:
+        # Assistant messages of the env's opening (tau2's greeting) are segments before h_0: they
+        # take h_0's targets (the meter is only asked from h_0 on).
+        opening = len(segments) - (traj.num_steps + 1)
+        if opening < 0 or (opening and traj.siblings):
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
         siblings = [_sibling_example(meter, s) for s in traj.siblings]
-        data.append(_Example(segments, *trajectory_targets(traj, config.targets), siblings))
+        b, y = trajectory_targets(traj, config.targets)
+        data.append(_Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings))
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for ex in data for s in ex.texts()))

@@ -1,0 +1,118 @@
+"""The tool envs' meters: perturbed gold policies and the gold-path step labels they are measured by."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("bfcl_eval")
+
+import ttg_envs  # noqa: F401,E402  (registers the ids)
+from ttg_envs.envs.bfcl.policies import END_TURN, GoldPolicy, PerturbedGoldPolicy  # noqa: E402
+from ttg_envs.envs.perturb import Perturber, changed  # noqa: E402
+from ttg_envs.tools import ToolCall, format_tool_calls  # noqa: E402
+from ttg_envs.training.meter.datasets import Trajectory  # noqa: E402
+from ttg_envs.training.meter.evaluation import gold_path_labels, label_gold_path  # noqa: E402
+
+TASK = "multi_turn_base_0"
+
+
+def _trajectory(env, steps: int, task_id: str, split: str) -> Trajectory:
+    """The env's transcript as a Trajectory of its last ``steps`` assistant messages."""
+    messages = list(env.unwrapped.messages)
+    actions = [i for i, m in enumerate(messages) if m["role"] == "assistant"][-steps:]
+    return Trajectory("t", messages, actions, False, None, task={"id": task_id, "split": split})
+
+
+def test_gold_steps_are_good_and_a_wrong_argument_step_is_bad():
+    # multi_turn_base_0, checked by hand: turn 0's ground truth is three calls (cd into "document",
+    # mkdir "temp", mv the report there); gold makes them in one response and ends the turn; then
+    # turn 1's calls with the first one's folder changed ("temp_x" for "temp") depart.
+    env = gym.make("ttg/BFCL-v0", split="multi_turn")
+    env.reset(seed=0, options={"task_id": TASK})
+    gold = GoldPolicy()
+    base = env.unwrapped
+    assert base.task_entry.ground_truth[0][0] == "cd(folder='document')" and len(base.task_entry.ground_truth[0]) == 3
+    for _ in range(2):  # turn 0: its calls, then the text that ends the turn
+        env.step(gold(env))
+    first, *rest = base._truth_calls(base.task_entry.ground_truth[1])
+    assert (first.name, first.arguments) == ("cd", {"folder": "temp"})
+    env.step(format_tool_calls([ToolCall("cd", {"folder": changed("temp")}), *rest]))
+    env.step(END_TURN)
+    trajectory = _trajectory(env, 4, TASK, "multi_turn")
+    label_gold_path([trajectory], "ttg/BFCL-v0", progress=False)
+    assert trajectory.step_labels == [1, 1, -1, 0]
+    env.close()
+
+
+def test_a_dropped_call_departs_and_a_task_gold_cannot_win_labels_nothing():
+    env = gym.make("ttg/BFCL-v0", split="multi_turn")
+    env.reset(seed=0, options={"task_id": TASK})
+    env.step(END_TURN)  # turn 0's call left out
+    trajectory = _trajectory(env, 1, TASK, "multi_turn")
+    label_gold_path([trajectory], "ttg/BFCL-v0", progress=False)
+    assert trajectory.step_labels == [-1]
+    assert gold_path_labels(trajectory, []) == [-1]  # past gold's last move
+    env.close()
+
+
+def test_perturbed_policy_is_gold_at_eps_0_and_departs_at_eps_1():
+    env = gym.make("ttg/BFCL-v0", split="multi_turn")
+    env.reset(seed=0, options={"task_id": TASK})
+    assert PerturbedGoldPolicy(eps=0.0, seed=1)(env) == GoldPolicy()(env)
+    departures = {PerturbedGoldPolicy(eps=1.0, seed=seed)(env) for seed in range(12)}
+    assert GoldPolicy()(env) not in departures and len(departures) >= 2
+    same = [PerturbedGoldPolicy(eps=1.0, seed=3)(env) for _ in range(2)]
+    assert same[0] == same[1]  # a seed fixes the episode
+    env.close()
+
+
+def test_perturber_kinds():
+    calls = [ToolCall("f", {"x": 1}), ToolCall("g", {"y": "a"})]
+    other = ToolCall("h")
+    assert Perturber(1.0, 0).depart("drop", calls, [other]) in ([calls[0]], [calls[1]])
+    assert Perturber(1.0, 0).depart("extra", calls, [other]) == [*calls, other]
+    wrong = Perturber(1.0, 0).depart("wrong_argument", calls, [])
+    assert len(wrong) == 2 and wrong != calls and {c.name for c in wrong} == {"f", "g"}
+    # a call without arguments cannot get a wrong one: an extra call instead, else a drop
+    assert Perturber(1.0, 0).depart("wrong_argument", [other], [calls[0]]) == [other, calls[0]]
+    assert Perturber(1.0, 0).depart("wrong_argument", [other], []) == []
+
+
+def test_tau2_perturbed_policy_skips_extras_and_wrong_calls():
+    pytest.importorskip("tau2")
+    from ttg_envs.envs.tau2.policies import GoldPolicy as Tau2Gold
+    from ttg_envs.envs.tau2.policies import PerturbedGoldPolicy as Tau2Perturbed
+
+    env = gym.make("ttg/Tau2-v0", split="train", user="gold")
+    env.reset(seed=0, options={"task_index": 0})
+    gold = Tau2Gold()(env)
+    assert Tau2Perturbed(eps=0.0, seed=0)(env) == gold
+    assert all(Tau2Perturbed(eps=1.0, seed=seed)(env) != gold for seed in range(6))
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "env_id, name, kwargs", [("ttg/BFCL-v0", "bfcl", {"split": "multi_turn"}), ("ttg/Tau2-v0", "tau2", {"split": "test", "user": "gold"})]
+)
+def test_the_tool_envs_load_shipped_meters_of_their_own(env_id, name, kwargs):
+    pytest.importorskip("torch")
+    if name == "tau2":
+        pytest.importorskip("tau2")
+    from ttg_envs.meters import load_meter
+    from ttg_envs.meters.ready import ready_meter_path
+    from ttg_envs.registry import make_policy
+    from ttg_envs.wrappers import ProgressMeterWrapper, TokenCounter
+
+    path = ready_meter_path(env_id)
+    config = json.loads((path / "meter.json").read_text())
+    assert path.name == name and config["ready"]["env_id"] == env_id
+    assert config["ready"]["heldout_previous"]["meter"] == "ttg/AWM-v0"
+    env = ProgressMeterWrapper(TokenCounter(gym.make(env_id, **kwargs)), load_meter(env_id))
+    _, info = env.reset(seed=0)
+    assert info["ttg_valid"] and info["ttg_cost"] is not None
+    _, _, _, _, info = env.step(make_policy(env_id, "gold")(env))
+    assert info["ttg_valid"] and isinstance(info["ttg_delta"], float)
+    env.close()
