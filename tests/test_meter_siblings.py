@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,19 @@ def test_siblings_are_deterministic_and_honour_every_and_per_state(recorded):
     assert [t.siblings for t in first] == [t.siblings for t in second]
     for traj in first:
         assert [s.step for s in traj.siblings] == list(range(0, traj.num_steps, 2))
+
+
+def test_a_copy_of_the_recordings_elsewhere_draws_the_same_siblings(recorded, tmp_path):
+    """The draw must not depend on the folder the files were read from (a rebuild from a fresh
+    clone reads them from another path)."""
+    import shutil
+
+    copies = [shutil.copy(p, tmp_path / p.name) for p in map(Path, recorded)]
+    here, there = load_trajectories(recorded), load_trajectories(copies)
+    assert here[0].id != there[0].id
+    for trajectories in (here, there):
+        add_noop_siblings(trajectories, ENV, respond=react, turn_limit=50, every=1, per_state=1, progress=False)
+    assert [t.siblings for t in here] == [t.siblings for t in there]
 
 
 def test_always_tried_commands_come_first(recorded):

@@ -16,6 +16,7 @@ Needs an env with an exact planner (ALFWorld) and trajectories recorded through
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,7 +51,8 @@ def add_noop_siblings(
     Replays each trajectory in a fresh env of its split (checking that the engine gives back the
     recorded transcript), and at states ``t = 0, every, 2 * every, ...`` before its last action
     tries ``per_state`` no-op commands: those of ``always`` that are no-ops there first, the rest drawn
-    with ``random.Random(f"{seed}:{id}:{t}")``, written as
+    with ``random.Random(f"{seed}:{file name}:{line}:{t}")`` (the trajectory's id without the folders
+    its file was read from, so a copy of the recordings elsewhere draws the same), written as
     ``respond(command)`` (the expert's format), each in its own branch. A sibling's target is the
     state's own ``expert_ttg`` while the state's plan still fits in the turns left after the no-op
     (``turn_limit - t - 1``; default: the env's ``max_steps``), else None (the expert would no
@@ -104,7 +106,7 @@ def _state_siblings(
     commands = [c for c in noop_commands(info.get("admissible_commands") or []) if respond(c) != taken]
     first = [c for c in commands if c in always][:per_state]
     rest = [c for c in commands if c not in first]
-    rng = random.Random(f"{seed}:{traj.id}:{t}")
+    rng = random.Random(f"{seed}:{os.path.basename(traj.id)}:{t}")
     chosen = first + rng.sample(rest, min(per_state - len(first), len(rest)))
     plan = traj.plan_lengths[t]
     fits = traj.expert_ttg[t] is not None and plan is not None and plan <= turn_limit - t - 1
