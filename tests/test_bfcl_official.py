@@ -31,6 +31,7 @@ pytest.importorskip("tree_sitter_java")
 
 from ttg_envs.envs.bfcl import BFCLEnv  # noqa: E402
 from ttg_envs.envs.bfcl.policies import END_TURN, python_calls, single_turn_calls  # noqa: E402
+from ttg_envs.envs.perturb import changed
 from ttg_envs.tools import ToolCall, format_tool_calls, parse_tool_calls, tool_index  # noqa: E402
 
 SINGLE_TURN = (
@@ -231,18 +232,6 @@ def _py_call(name: str, args: list[str], kwargs: dict[str, str]) -> str:
     return f"{name}({', '.join(args + [f'{k}={v}' for k, v in kwargs.items()])})"
 
 
-def _changed(value):
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, (int, float)):
-        return value + 1
-    if isinstance(value, str):
-        return value + "_x"
-    if isinstance(value, list):
-        return value[:-1] if value else ["x"]
-    return "x"
-
-
 def _dot_to_underscore(calls):
     return [ToolCall(c.name.replace(".", "_") if "." in c.name else c.name + "_x", c.arguments) for c in calls]
 
@@ -305,7 +294,7 @@ def single_turn_texts(task, style: str) -> dict[str, str]:
             + "]"
         )
         texts["unquoted_value"] = "[" + _py_call(first.name, [], {k0: "Paris", **{k: repr(v) for k, v in rest.items()}}) + "]"
-        wrong = [ToolCall(first.name, {**first.arguments, k0: _changed(v0)})] + calls[1:]
+        wrong = [ToolCall(first.name, {**first.arguments, k0: changed(v0)})] + calls[1:]
         texts["wrong_value"] = _write(wrong, style, category)
         texts["missing_argument"] = _write([ToolCall(first.name, dict(items[:-1]))] + calls[1:], style, category)
         if isinstance(v0, int) and not isinstance(v0, bool):
@@ -383,7 +372,7 @@ def multi_turn_scripts(env: BFCLEnv, task, style: str, step_limit: bool = True) 
     last = calls[-1]
     if last.arguments:
         k, v = next(iter(last.arguments.items()))
-        scripts["wrong_argument"] = variant(calls[:-1] + [ToolCall(last.name, {**last.arguments, k: _changed(v)})])
+        scripts["wrong_argument"] = variant(calls[:-1] + [ToolCall(last.name, {**last.arguments, k: changed(v)})])
     extra = next((_EXTRA_CALLS[c] for c in task.entry["involved_classes"] if c in _EXTRA_CALLS), None)
     if extra is not None:
         scripts["extra_state_changing_call"] = variant(calls + [extra])
