@@ -994,6 +994,51 @@ def test_a_killed_hosts_folders_are_removed_at_the_next_start():
     assert not folder.exists()
 
 
+_FROZEN_HOST = """
+import sys, time
+from ttg_envs.envs.awm import AWMEnv
+from ttg_envs.envs.awm.sandbox import host_db
+kind = sys.argv[1]
+
+def freeze(path):  # report the scratch folder this call runs in, then hang in it
+    print(path.parent, flush=True)
+    time.sleep(300)
+
+if kind == "build":  # building the scenario's initial database, at the episode's reset
+    host_db.snapshot = freeze
+env = AWMEnv(scenarios=["crm_1"])
+env.reset(options={"task_id": "crm_1/0"})
+if kind == "private":  # copying the episode database out of the sandbox, mid-episode
+    host_db.confined_connect = freeze
+    env._workspace.read()
+"""
+
+
+@pytest.mark.parametrize("kind", ["build", "private"])
+def test_a_killed_hosts_scratch_folders_are_removed_at_the_next_start(kind):
+    # Handled by the flock a host holds on its scratch folders too (host_folder.scratch_folder):
+    # before, a kill -9 inside building a scenario's database or copying an episode's out left
+    # ttg-awm-build-* / ttg-awm-private-* folders in /tmp for good. A live host's stay.
+    from pathlib import Path
+
+    hosts = [subprocess.Popen([sys.executable, "-c", _FROZEN_HOST, kind], stdout=subprocess.PIPE, text=True, env=_subprocess_env())
+             for _ in range(2)]
+    try:
+        dead, live = (Path(h.stdout.readline().strip()) for h in hosts)
+        assert dead.name.startswith(f"ttg-awm-{kind}-") and live.name.startswith(f"ttg-awm-{kind}-")
+        assert any(dead.iterdir())
+        hosts[0].kill()
+        hosts[0].wait()
+        assert dead.is_dir()  # nothing of the dead host could clean up
+        with AWMEnv(scenarios=["crm_1"]) as env:
+            env.reset(options={"task_id": "crm_1/0"})
+        assert not dead.exists() and live.is_dir() and any(live.iterdir())
+    finally:
+        for host in hosts:
+            host.kill()
+            host.wait()
+
+
 def test_a_diverging_replay_falls_back_to_a_fork_else_every_candidate_is_invalid(dataset):
     # Handled by TextEnv.branch (a diverged replay falls back to the env's fallback snapshot: AWM
     # forks the running app) and GuidedSelector (no branch at all: each candidate -inf, with why).

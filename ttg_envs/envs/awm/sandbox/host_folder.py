@@ -8,8 +8,9 @@ files it hands back to sqlite are first copied out (through the descriptor) into
 the child cannot reach. Clearing the folder removes what is there without following links.
 
 A sandbox's folder (:meth:`EpisodeFolder.locked`) is named ``ttg-awm-sbx-*`` only once this process
-holds an ``flock`` on it; the kernel drops the lock when the process ends, however it ends, so
-:func:`remove_abandoned` knows a folder whose lock it can take for one a dead host left.
+holds an ``flock`` on it, and so are the parent's scratch folders (:func:`scratch_folder`:
+``ttg-awm-private-*``, ``ttg-awm-build-*``); the kernel drops the lock when the process ends, however
+it ends, so :func:`remove_abandoned` knows a folder whose lock it can take for one a dead host left.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import os
 import shutil
 import stat
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -34,6 +38,27 @@ DISK_BYTES = 1 << 30
 DISK_FILES = 10_000
 #: Name prefix of sandbox folders held by a live host (locked), which :func:`remove_abandoned` sweeps.
 LOCKED_PREFIX = "ttg-awm-sbx-"
+#: Name prefixes of the parent's scratch folders (:func:`scratch_folder`), locked the same way.
+SCRATCH_PREFIXES = ("ttg-awm-private-", "ttg-awm-build-")
+#: Name prefix a folder has before it is locked; :func:`remove_abandoned` takes such a folder only
+#: when it is older than :data:`NEW_GRACE_S` (its host died in the instant between mkdir and lock).
+NEW_PREFIX = "ttg-awm-new-"
+NEW_GRACE_S = 60.0
+
+
+def _locked_folder(prefix: str, root: str | None = None) -> tuple[Path, int]:
+    """``(path, descriptor)`` of a new folder under ``root`` named ``prefix*`` once the descriptor holds its ``flock``."""
+    path = Path(tempfile.mkdtemp(prefix=NEW_PREFIX, dir=root))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        final = path.with_name(prefix + path.name.removeprefix(NEW_PREFIX))
+        os.rename(path, final)
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return final, fd
 
 
 class EpisodeFolder:
@@ -54,10 +79,10 @@ class EpisodeFolder:
 
         It is made under another name and renamed once locked, so a sweep never sees it unlocked.
         """
-        folder = cls(prefix="ttg-awm-new-", owner=owner)
+        folder = cls(prefix=NEW_PREFIX, owner=owner)
         try:
             fcntl.flock(folder._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            final = folder.path.with_name(LOCKED_PREFIX + folder.path.name.removeprefix("ttg-awm-new-"))
+            final = folder.path.with_name(LOCKED_PREFIX + folder.path.name.removeprefix(NEW_PREFIX))
             os.rename(folder.path, final)
         except BaseException:
             folder.close()
@@ -206,21 +231,44 @@ class EpisodeFolder:
                     pass
 
 
-def private_folder() -> Path:
-    """A parent-only scratch folder (mode 0700, never bound into a sandbox)."""
-    return Path(tempfile.mkdtemp(prefix="ttg-awm-private-"))
+@contextmanager
+def scratch_folder(prefix: str = SCRATCH_PREFIXES[0]) -> Iterator[Path]:
+    """A parent-only scratch folder (mode 0700, never bound into a sandbox), deleted on exit.
+
+    This process holds its ``flock`` while it exists, so if the process is killed inside the block
+    (``kill -9``) the next :func:`remove_abandoned` deletes it.
+    """
+    if prefix not in SCRATCH_PREFIXES:
+        raise ValueError(f"scratch prefix must be one of {SCRATCH_PREFIXES}")
+    path, fd = _locked_folder(prefix)
+    try:
+        yield path
+    finally:
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)
 
 
 def remove_abandoned(root: str | os.PathLike | None = None) -> list[str]:
-    """Delete the sandbox folders under ``root`` (the temp folder) whose host process is gone; their names.
+    """Delete the sandbox and scratch folders under ``root`` (the temp folder) whose host process is gone; their names.
 
     A folder counts as abandoned when its ``flock`` can be taken: its host died (``kill -9``, a
-    crash) before it could delete it. Entries are removed without following links.
+    crash) before it could delete it (a not yet locked ``ttg-awm-new-*`` folder only once it is
+    older than :data:`NEW_GRACE_S`). Entries are removed without following links.
     """
     root = Path(root or tempfile.gettempdir())
     removed = []
+    swept = (LOCKED_PREFIX, *SCRATCH_PREFIXES)
     try:
-        names = [n for n in os.listdir(root) if n.startswith(LOCKED_PREFIX)]
+        names = [n for n in os.listdir(root) if n.startswith(swept)]
+        for name in os.listdir(root):
+            if name.startswith(NEW_PREFIX):
+                try:
+                    if time.time() - os.stat(root / name, follow_symlinks=False).st_ctime > NEW_GRACE_S:
+                        names.append(name)
+                except OSError:
+                    pass
     except OSError:
         return removed
     for name in names:
