@@ -1021,8 +1021,10 @@ def test_a_killed_hosts_scratch_folders_are_removed_at_the_next_start(kind):
     # ttg-awm-build-* / ttg-awm-private-* folders in /tmp for good. A live host's stay.
     from pathlib import Path
 
-    hosts = [subprocess.Popen([sys.executable, "-c", _FROZEN_HOST, kind], stdout=subprocess.PIPE, text=True, env=_subprocess_env())
-             for _ in range(2)]
+    hosts = [
+        subprocess.Popen([sys.executable, "-c", _FROZEN_HOST, kind], stdout=subprocess.PIPE, text=True, env=_subprocess_env())
+        for _ in range(2)
+    ]
     try:
         dead, live = (Path(h.stdout.readline().strip()) for h in hosts)
         assert dead.name.startswith(f"ttg-awm-{kind}-") and live.name.startswith(f"ttg-awm-{kind}-")
