@@ -631,6 +631,38 @@ def test_the_sandboxs_files_are_bounded_in_all(side, monkeypatch, what):
     side.intact()
 
 
+@pytest.mark.parametrize("what", ["bytes", "files"])
+def test_the_sandboxs_files_are_bounded_by_the_kernel_within_a_call(dataset, monkeypatch, what):
+    # Blocked, where the host can mount (root), by the sandbox folder being a tmpfs of
+    # host_folder.kernel_quota(): the app's writes stop with ENOSPC inside the call, and the check
+    # after it names the bound. Before, all 64 MiB (or 300 files) of one call reached the host's disk
+    # first. Where the host cannot mount (the unprivileged path), the check after the call holds alone.
+    import re
+
+    from ttg_envs.envs.awm.env import _Sandbox, close_idle_sandboxes
+    from ttg_envs.envs.awm.sandbox import host_folder
+
+    monkeypatch.setattr(_Sandbox, "_pool", {})  # a new sandbox, mounted with these totals
+    monkeypatch.setattr(host_folder, "DISK_BYTES", 4 << 20)
+    monkeypatch.setattr(host_folder, "DISK_FILES", 100)
+    try:
+        with AWMEnv(path=dataset, tool_timeout=30, state_in_database=True) as env:
+            if os.geteuid() != 0:
+                assert not env._workspace.sandbox.folder.kernel_bounded
+                pytest.skip("only root mounts the tmpfs; the check after each call bounds the files here")
+            assert env._workspace.sandbox.folder.kernel_bounded
+            _fresh(env)
+            files, kib = (64, 1024) if what == "bytes" else (300, 0)
+            obs, _, _, _, info = env.step(call_text("spray", {"files": files, "kib": kib}))
+            used, entries = map(int, re.search(r"files at (\d+) bytes in (\d+) entries", obs).groups())
+            size, inodes = host_folder.kernel_quota()
+            assert info["action_valid"] is False and used <= size and entries <= inodes, obs
+            _fresh(env)
+            assert _call(env, "bump") == {"n": 1}
+    finally:
+        close_idle_sandboxes()
+
+
 def test_processes_outside_cannot_be_signalled(side):
     # Blocked by the PID namespace (the pid names nothing, or a sandbox process) and the uid.
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

@@ -114,7 +114,7 @@ class _Sandbox:
         self.lease = host_bwrap.UidLease() if mode == "bwrap" and host_bwrap.needs_lease() else None
         self.uid = self.lease.uid if self.lease is not None else None
         try:
-            self.folder = EpisodeFolder.locked(owner=host_bwrap.owner(self.uid))
+            self.folder = EpisodeFolder.locked(owner=host_bwrap.owner(self.uid), kernel_bounded=True)
         except BaseException:
             if self.lease is not None:
                 self.lease.close()
