@@ -285,6 +285,45 @@ def test_a_step_whose_calls_run_too_long_is_stopped_and_undone(monkeypatch):
     assert time.monotonic() - start < 5 and backends.state_digest() == before  # new.txt undone too
 
 
+def test_a_stateful_call_past_its_deadline_is_killed_in_the_worker_and_the_step_undone():
+    # BFCLEnv(stateful_timeout=...) (an option; off by default): stateful calls run in the process's
+    # call worker (ttg_envs/tools/worker.py, one fork per process, not per call). A grep over 30,000
+    # lines (15-30 ms here) past a 1 ms deadline: before, nothing bounded one stateful call's time.
+    pytest.importorskip("bfcl_eval")
+    import os
+
+    from ttg_envs.envs.bfcl import BFCLEnv
+    from ttg_envs.tools import worker
+
+    def action(*calls):
+        return "".join(f"<tool_call>{json.dumps({'name': n, 'arguments': a})}</tool_call>" for n, a in calls)
+
+    grep = ("grep", {"file_name": "big.txt", "pattern": "1"})
+    env = BFCLEnv("multi_turn_base", scoring="lenient", stateful_timeout=10.0)
+    env.reset(options={"task_index": 0})
+    backends = env.unwrapped._episode.model
+    lines = "".join(f"{i}\n" for i in range(30_000))
+    assert env.step(action(("touch", {"file_name": "big.txt"}), ("echo", {"content": lines, "file_name": "big.txt"})))[4]["action_valid"]
+    pid, digest = worker._WORKERS[os.getpid()].pid, backends.state_digest()
+    backends.stateful_timeout = 0.001
+    start = time.monotonic()
+    obs, _, terminated, _, info = env.step(action(grep))
+    assert "bound on a call's time" in obs and not info["action_valid"] and not terminated, obs
+    assert time.monotonic() - start < 5 and backends.state_digest() == digest  # the backends as before
+    assert os.getpid() not in worker._WORKERS  # the late worker was killed...
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # ...and reaped
+    backends.stateful_timeout = 10.0
+    obs, _, _, _, info = env.step(action(grep))  # a new worker; the episode goes on
+    assert info["action_valid"] and '"10"' in obs
+    before = backends.state_digest()  # a step's earlier calls are undone with the late one
+    with pytest.raises(BoundExceeded, match="bound on a call's time"), backends.atomic():
+        backends.execute(ToolCall("touch", {"file_name": "new.txt"}))
+        backends.stateful_timeout = 0.001
+        backends.execute(ToolCall(*grep))
+    assert backends.state_digest() == before
+
+
 def test_a_single_turn_literal_past_the_bound_names_it():
     pytest.importorskip("bfcl_eval")
     from ttg_envs.envs.bfcl import BFCLEnv
