@@ -11,7 +11,7 @@ Target: under 1 s each, beyond that baseline.
 The bounded-state cases (issue 29; ``--bounds`` runs only them) each run in a fresh process with
 its wall time and peak RSS: folders copied into each other (exponential state), a grep over an
 amplified file (observation size), huge literals in official prompting scoring, and a flood of
-calls. Before the bounds three of them were still running at 60 s and the grep returned a
+calls, and (tau2) a database grown by long names, step after step. Before the bounds three of them were still running at 60 s and the grep returned a
 62.9-million-character observation; the README's Benchmarks section has one run's numbers.
 
 Run: ``python benchmarks/bench_adversarial.py [--bounds]``.
@@ -159,11 +159,36 @@ def case_flood() -> dict:
     return {"steps": step + 1, "messages": len(messages.generated_ids), "stopped_by": obs[:90]}
 
 
+def case_tau2_growth() -> dict:
+    """tau2 airline: each step gives one more passenger a 200,000-character name (every action within
+    its bounds), 40 steps (the database's changed records stop at STATE_BOUNDS; before, all were booked)."""
+    import json
+
+    from ttg_envs.envs.tau2.state import reading
+
+    env = gym.make("ttg/Tau2-v0", domain="airline", user="gold", max_errors=100)
+    env.reset(options={"task_index": 0})
+    with reading():
+        reservations = [r for r in env.unwrapped.environment.tools.db.reservations.values() if r.passengers][:40]
+    invalid = 0
+    for reservation in reservations:
+        passengers = [p.model_dump() for p in reservation.passengers]
+        passengers[0]["first_name"] = "y" * 200_000
+        call = {
+            "name": "update_reservation_passengers",
+            "arguments": {"reservation_id": reservation.reservation_id, "passengers": passengers},
+        }
+        obs, _, _, _, info = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
+        invalid += not info["action_valid"]
+    return {"steps": len(reservations), "invalid_steps": invalid, "last": obs[:90]}
+
+
 CASES = {
     "exponential_copy": case_exponential_copy,
     "amplification": case_amplification,
     "huge_literal": case_huge_literal,
     "flood": case_flood,
+    "tau2_growth": case_tau2_growth,
 }
 
 

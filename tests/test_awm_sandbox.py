@@ -631,6 +631,38 @@ def test_the_sandboxs_files_are_bounded_in_all(side, monkeypatch, what):
     side.intact()
 
 
+@pytest.mark.parametrize("what", ["bytes", "files"])
+def test_the_sandboxs_files_are_bounded_by_the_kernel_within_a_call(dataset, monkeypatch, what):
+    # Blocked, where the host can mount (root), by the sandbox folder being a tmpfs of
+    # host_folder.kernel_quota(): the app's writes stop with ENOSPC inside the call, and the check
+    # after it names the bound. Before, all 64 MiB (or 300 files) of one call reached the host's disk
+    # first. Where the host cannot mount (the unprivileged path), the check after the call holds alone.
+    import re
+
+    from ttg_envs.envs.awm.env import _Sandbox, close_idle_sandboxes
+    from ttg_envs.envs.awm.sandbox import host_folder
+
+    monkeypatch.setattr(_Sandbox, "_pool", {})  # a new sandbox, mounted with these totals
+    monkeypatch.setattr(host_folder, "DISK_BYTES", 4 << 20)
+    monkeypatch.setattr(host_folder, "DISK_FILES", 100)
+    try:
+        with AWMEnv(path=dataset, tool_timeout=30, state_in_database=True) as env:
+            if os.geteuid() != 0:
+                assert not env._workspace.sandbox.folder.kernel_bounded
+                pytest.skip("only root mounts the tmpfs; the check after each call bounds the files here")
+            assert env._workspace.sandbox.folder.kernel_bounded
+            _fresh(env)
+            files, kib = (64, 1024) if what == "bytes" else (300, 0)
+            obs, _, _, _, info = env.step(call_text("spray", {"files": files, "kib": kib}))
+            used, entries = map(int, re.search(r"files at (\d+) bytes in (\d+) entries", obs).groups())
+            size, inodes = host_folder.kernel_quota()
+            assert info["action_valid"] is False and used <= size and entries <= inodes, obs
+            _fresh(env)
+            assert _call(env, "bump") == {"n": 1}
+    finally:
+        close_idle_sandboxes()
+
+
 def test_processes_outside_cannot_be_signalled(side):
     # Blocked by the PID namespace (the pid names nothing, or a sandbox process) and the uid.
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -992,6 +1024,53 @@ def test_a_killed_hosts_folders_are_removed_at_the_next_start():
     with AWMEnv(scenarios=["crm_1"]) as env:
         assert env._workspace.sandbox.folder.path != folder
     assert not folder.exists()
+
+
+_FROZEN_HOST = """
+import sys, time
+from ttg_envs.envs.awm import AWMEnv
+from ttg_envs.envs.awm.sandbox import host_db
+kind = sys.argv[1]
+
+def freeze(path):  # report the scratch folder this call runs in, then hang in it
+    print(path.parent, flush=True)
+    time.sleep(300)
+
+if kind == "build":  # building the scenario's initial database, at the episode's reset
+    host_db.snapshot = freeze
+env = AWMEnv(scenarios=["crm_1"])
+env.reset(options={"task_id": "crm_1/0"})
+if kind == "private":  # copying the episode database out of the sandbox, mid-episode
+    host_db.confined_connect = freeze
+    env._workspace.read()
+"""
+
+
+@pytest.mark.parametrize("kind", ["build", "private"])
+def test_a_killed_hosts_scratch_folders_are_removed_at_the_next_start(kind):
+    # Handled by the flock a host holds on its scratch folders too (host_folder.scratch_folder):
+    # before, a kill -9 inside building a scenario's database or copying an episode's out left
+    # ttg-awm-build-* / ttg-awm-private-* folders in /tmp for good. A live host's stay.
+    from pathlib import Path
+
+    hosts = [
+        subprocess.Popen([sys.executable, "-c", _FROZEN_HOST, kind], stdout=subprocess.PIPE, text=True, env=_subprocess_env())
+        for _ in range(2)
+    ]
+    try:
+        dead, live = (Path(h.stdout.readline().strip()) for h in hosts)
+        assert dead.name.startswith(f"ttg-awm-{kind}-") and live.name.startswith(f"ttg-awm-{kind}-")
+        assert any(dead.iterdir())
+        hosts[0].kill()
+        hosts[0].wait()
+        assert dead.is_dir()  # nothing of the dead host could clean up
+        with AWMEnv(scenarios=["crm_1"]) as env:
+            env.reset(options={"task_id": "crm_1/0"})
+        assert not dead.exists() and live.is_dir() and any(live.iterdir())
+    finally:
+        for host in hosts:
+            host.kill()
+            host.wait()
 
 
 def test_a_diverging_replay_falls_back_to_a_fork_else_every_candidate_is_invalid(dataset):

@@ -46,6 +46,8 @@ def test_state_bounds_count_shared_parts_per_reference_and_skip_back_links():
         layer = [layer, layer]
     assert "bound on state size" in state_problem(layer)
     assert "bound on state depth" in state_problem(nested(STATE_BOUNDS.max_depth + 1))
+    assert "bound on state integers" in state_problem({"balance": [10**309]})
+    assert state_problem({"balance": [10**308, True, 1e308]}) is None
 
 
 def test_observations_are_capped_with_a_marker():
@@ -218,6 +220,47 @@ def test_tau2_a_call_whose_record_would_fail_does_not_run(monkeypatch):
     assert len(env.trajectory) == trajectory and info["state_key"] != key  # one more error, counted
 
 
+def _passenger_update(reservation, first_name):
+    passengers = [p.model_dump() for p in reservation.passengers]
+    passengers[0]["first_name"] = first_name
+    return {"name": "update_reservation_passengers", "arguments": {"reservation_id": reservation.reservation_id, "passengers": passengers}}
+
+
+def test_tau2_database_past_the_state_bound_undoes_the_step_and_the_episode_goes_on():
+    # Each response is within its bounds (200,000 characters, under the 262,144 of one action), but
+    # they pile up in the airline database; before, every one was booked, without end. Each step
+    # renames one passenger and gives another a 200,000-character name: the 21st crosses the 4 MiB
+    # bound on state text (STATE_BOUNDS.max_chars), and its first call is undone too.
+    from ttg_envs.envs.tau2.state import reading
+
+    env = _tau2_env()
+    with reading():  # the test's own look at the records takes none of them out
+        reservations = [r for r in env.environment.tools.db.reservations.values() if r.passengers][:60]
+
+    def action(i):
+        calls = [_passenger_update(reservations[2 * i], "Changed"), _passenger_update(reservations[2 * i + 1], "y" * 200_000)]
+        return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+
+    for i in range(30):
+        db = env.environment.tools.db
+        before = db.reservations[reservations[2 * i].reservation_id].model_dump()
+        trajectory, messages, key = len(env.trajectory), len(env.unwrapped.messages), env.unwrapped._state_key()
+        obs, _, terminated, _, info = env.step(action(i))
+        if not info["action_valid"]:
+            break
+    assert i == STATE_BOUNDS.max_chars // 200_000, (i, obs[:300])
+    assert "bound on state text" in obs and "undone" in obs and not terminated
+    db = env.environment.tools.db  # the database from before the step: its first call did not happen either
+    assert db.reservations[reservations[2 * i].reservation_id].model_dump() == before
+    assert len(env.trajectory) == trajectory and len(env.unwrapped.messages) == messages + 3
+    assert all("Bound exceeded" in m["content"] for m in env.unwrapped.messages[-2:]) and info["state_key"] != key
+    replayed = env.branch("replay")  # a fresh replay of the transcript reaches the same state_key...
+    assert replayed.environment.tools.db.model_dump() == db.model_dump()  # ...and the same database
+    obs, _, _, _, info = env.step(f"<tool_call>{json.dumps(_passenger_update(reservations[2 * i], 'Changed'))}</tool_call>")
+    assert info["action_valid"], obs[:300]  # the episode goes on
+    assert env.environment.tools.db.reservations[reservations[2 * i].reservation_id].passengers[0].first_name == "Changed"
+
+
 def test_tau2_huge_integer_is_an_invalid_call():
     env = _tau2_env()
     call = {"name": "send_certificate", "arguments": {"user_id": "sara_doe_496", "amount": 10**400}}
@@ -240,6 +283,45 @@ def test_a_step_whose_calls_run_too_long_is_stopped_and_undone(monkeypatch):
         for _ in range(256):
             backends.execute(ToolCall("grep", {"file_name": "big.txt", "pattern": ""}))
     assert time.monotonic() - start < 5 and backends.state_digest() == before  # new.txt undone too
+
+
+def test_a_stateful_call_past_its_deadline_is_killed_in_the_worker_and_the_step_undone():
+    # BFCLEnv(stateful_timeout=...) (an option; off by default): stateful calls run in the process's
+    # call worker (ttg_envs/tools/worker.py, one fork per process, not per call). A grep over 30,000
+    # lines (15-30 ms here) past a 1 ms deadline: before, nothing bounded one stateful call's time.
+    pytest.importorskip("bfcl_eval")
+    import os
+
+    from ttg_envs.envs.bfcl import BFCLEnv
+    from ttg_envs.tools import worker
+
+    def action(*calls):
+        return "".join(f"<tool_call>{json.dumps({'name': n, 'arguments': a})}</tool_call>" for n, a in calls)
+
+    grep = ("grep", {"file_name": "big.txt", "pattern": "1"})
+    env = BFCLEnv("multi_turn_base", scoring="lenient", stateful_timeout=10.0)
+    env.reset(options={"task_index": 0})
+    backends = env.unwrapped._episode.model
+    lines = "".join(f"{i}\n" for i in range(30_000))
+    assert env.step(action(("touch", {"file_name": "big.txt"}), ("echo", {"content": lines, "file_name": "big.txt"})))[4]["action_valid"]
+    pid, digest = worker._WORKERS[os.getpid()].pid, backends.state_digest()
+    backends.stateful_timeout = 0.001
+    start = time.monotonic()
+    obs, _, terminated, _, info = env.step(action(grep))
+    assert "bound on a call's time" in obs and not info["action_valid"] and not terminated, obs
+    assert time.monotonic() - start < 5 and backends.state_digest() == digest  # the backends as before
+    assert os.getpid() not in worker._WORKERS  # the late worker was killed...
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # ...and reaped
+    backends.stateful_timeout = 10.0
+    obs, _, _, _, info = env.step(action(grep))  # a new worker; the episode goes on
+    assert info["action_valid"] and '"10"' in obs
+    before = backends.state_digest()  # a step's earlier calls are undone with the late one
+    with pytest.raises(BoundExceeded, match="bound on a call's time"), backends.atomic():
+        backends.execute(ToolCall("touch", {"file_name": "new.txt"}))
+        backends.stateful_timeout = 0.001
+        backends.execute(ToolCall(*grep))
+    assert backends.state_digest() == before
 
 
 def test_a_single_turn_literal_past_the_bound_names_it():

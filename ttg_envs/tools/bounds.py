@@ -38,11 +38,12 @@ class ValueBounds:
 class StateBounds:
     """Limits on a backend's state, measured as the tree its recursive readers walk: nodes
     (containers, objects and their items, with every reference to a shared part counted),
-    nesting depth and characters of all strings."""
+    nesting depth, characters of all strings and integer magnitude."""
 
     max_nodes: int = 50_000
     max_depth: int = 64
     max_chars: int = 1 << 22
+    max_int: int = MAX_INT_MAGNITUDE
 
 
 #: Limits on one call's arguments in every tool env (the JSON a model writes stays far below them).
@@ -128,6 +129,8 @@ def _state_problem(root: Any, bounds: StateBounds, where: str) -> str | None:
                 return f"{where} would hold more than {bounds.max_chars} characters of text (the bound on state text)"
             continue
         if isinstance(item, _ATOMS):
+            if type(item) is int and (item > bounds.max_int or item < -bounds.max_int):
+                return f"{where} would hold an integer beyond ±1e{len(str(bounds.max_int)) - 1} (the bound on state integers)"
             continue
         if isinstance(item, (dict, list, tuple, set, frozenset)):
             children = item

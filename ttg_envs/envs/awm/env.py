@@ -17,8 +17,6 @@ import atexit
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import weakref
 from collections import OrderedDict
@@ -36,7 +34,7 @@ from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
 from .sandbox import host_bwrap, host_db, host_folder
 from .sandbox.host_cgroup import SandboxCgroup
-from .sandbox.host_folder import EpisodeFolder, remove_abandoned
+from .sandbox.host_folder import EpisodeFolder, remove_abandoned, scratch_folder
 from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
 
 BUNDLED_DATA_DIR = Path(__file__).parent / "data"
@@ -116,7 +114,7 @@ class _Sandbox:
         self.lease = host_bwrap.UidLease() if mode == "bwrap" and host_bwrap.needs_lease() else None
         self.uid = self.lease.uid if self.lease is not None else None
         try:
-            self.folder = EpisodeFolder.locked(owner=host_bwrap.owner(self.uid))
+            self.folder = EpisodeFolder.locked(owner=host_bwrap.owner(self.uid), kernel_bounded=True)
         except BaseException:
             if self.lease is not None:
                 self.lease.close()
@@ -300,12 +298,9 @@ def _initial_database(scenario: Scenario) -> bytes:
     else:
         while len(_INITIAL) >= INITIAL_CACHE:
             _INITIAL.popitem(last=False)
-        scratch = Path(tempfile.mkdtemp(prefix="ttg-awm-build-"))
-        try:
+        with scratch_folder("ttg-awm-build-") as scratch:
             host_db.build_database(scratch / "initial.db", scenario.tables, scenario.inserts)
             _INITIAL[key] = host_db.snapshot(scratch / "initial.db")
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
     return _INITIAL[key]
 
 

@@ -25,6 +25,7 @@ from ...tools import ToolCall
 from ...tools.bounds import MAX_RESULT_CHARS, STATE_BOUNDS, BoundExceeded, StateBounds, state_problem, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from ...tools.statecopy import copy_state
+from ...tools.worker import call_with_deadline
 from .data import bfcl_module
 
 
@@ -48,6 +49,11 @@ class Backends:
     #: later is not run and the step is undone. One call's own time is bounded by the state bounds
     #: (stateful) or :attr:`call_timeout` (stateless).
     step_seconds: float = 10.0
+    #: Seconds one stateful call may run, in this process's call worker (:mod:`ttg_envs.tools.worker`:
+    #: the instances it needs go there and come back, about 0.2-0.5 ms a call); a late call's worker
+    #: is killed and the step undone, a bound naming the limit. ``None`` (the default): the call
+    #: runs here, bounded by the state bounds and :attr:`step_seconds` only.
+    stateful_timeout: float | None = None
 
     def __init__(self, involved_classes: Sequence[str], initial_config: Mapping[str, Any], *, long_context: bool):
         config = bfcl_module("bfcl_eval.constants.executable_backend_config")
@@ -83,7 +89,7 @@ class Backends:
         problem = value_problem(call.arguments)
         if problem:
             raise BoundExceeded(f"the call was not run: {problem}")
-        return self._stateful([class_name], lambda: self._run(method, call.arguments))
+        return self._stateful([class_name], lambda: self._run(method, call.arguments), ("method", class_name, call.name, call.arguments))
 
     def execute_source(self, source: str) -> str:
         """Run one harness call string (official scoring, :func:`.harness.execute_call_source`) under the
@@ -101,7 +107,7 @@ class Backends:
                 return f"Error during execution: {exc}"
             return value if status == "ok" else f"Error during execution: {value[1]}"
         classes = sorted({self.owner[n] for n in names if self.owner.get(n) not in (None, *self.stateless)})
-        return self._stateful(classes, run)
+        return self._stateful(classes, run, ("source", source))
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
@@ -124,19 +130,37 @@ class Backends:
             live.clear()
             live.update(copy_state(attributes))
 
-    def _stateful(self, classes: Sequence[str], run: Callable[[], str]) -> str:
+    def _stateful(self, classes: Sequence[str], run: Callable[[], str], op: tuple) -> str:
         saved = self._saved if self._saved is not None else {}
         for name in classes:
             if name not in saved:
                 saved[name] = copy_state(vars(self.instances[name]))
-        with preserved_numeric_state():
-            result = run()
+        if self.stateful_timeout is not None and classes:
+            result = self._in_worker(classes, op, saved)
+        else:
+            with preserved_numeric_state():
+                result = run()
         for name in classes:
             problem = state_problem(self.instances[name], self.state_bounds, where=f"{name}'s state")
             if problem:
                 self._undo(saved)
                 raise BoundExceeded(f"the step was undone: {problem}")
         return cap_text(result, MAX_RESULT_CHARS)
+
+    def _in_worker(self, classes: Sequence[str], op: tuple, saved: Mapping[str, dict[str, Any]]) -> str:
+        """Run ``op`` on copies of the instances in the call worker, within :attr:`stateful_timeout`;
+        the stateful ``classes`` take the state the call left (the others are stateless)."""
+        names = set(classes) if op[0] == "method" else set(classes) | {self.owner[n] for n in _called_names(op[1]) if n in self.owner}
+        try:
+            instances, result = call_with_deadline(_run_op, ({n: self.instances[n] for n in names}, self.owner, op), self.stateful_timeout)
+        except (ToolTimeout, ToolCrashed) as exc:
+            self._undo(saved)
+            raise BoundExceeded(
+                f"the step was undone: a call ran past {self.stateful_timeout:g} s (the bound on a call's time; {exc})"
+            ) from None
+        for name in classes:
+            self.instances[name] = instances[name]
+        return result
 
     @staticmethod
     def _run(method: Any, arguments: dict[str, Any]) -> str:
@@ -167,6 +191,18 @@ class Backends:
             h.update(class_name.encode())
             _feed(h, self.instances[class_name])
         return h.hexdigest()
+
+
+def _run_op(instances: dict[str, Any], owner: Mapping[str, str], op: tuple) -> tuple[dict[str, Any], str]:
+    """The call worker's side of :meth:`Backends._in_worker`: the instances after ``op``, and its result."""
+    if op[0] == "method":
+        _, class_name, name, arguments = op
+        result = Backends._run(getattr(instances[class_name], name), arguments)
+    else:
+        from .harness import execute_call_source
+
+        result = execute_call_source(op[1], instances, {n: c for n, c in owner.items() if c in instances})
+    return instances, result
 
 
 def _called_names(source: str) -> list[str]:

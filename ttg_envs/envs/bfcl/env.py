@@ -69,6 +69,11 @@ class BFCLEnv(ToolEnv):
             scoring raises it to 21 steps per turn of the longest entry, so the harness's own per-turn
             limit decides, whoever builds the env).
         max_steps_per_turn: bfcl-eval's limit on steps within one user turn (20).
+        stateful_timeout: seconds each of the model's stateful backend calls may run, in the
+            process's call worker (:attr:`.backends.Backends.stateful_timeout`; a late call is an
+            invalid step naming the bound, undone). ``None`` (default): calls run in this process,
+            bounded by the state bounds and the step's time bound only (the worker costs about
+            twice a plain step).
     """
 
     default_max_steps = turn_limit("ttg/BFCL-v0")
@@ -85,6 +90,7 @@ class BFCLEnv(ToolEnv):
         model_style: str = "fc",
         max_steps: int | None = None,
         max_steps_per_turn: int = MAX_STEPS_PER_TURN,
+        stateful_timeout: float | None = None,
         render_mode: str | None = None,
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
@@ -98,6 +104,7 @@ class BFCLEnv(ToolEnv):
         self.model_style = model_style
         self.tasks: list[BFCLTask] = load_tasks(categories or split or "all")
         self.max_steps_per_turn = int(max_steps_per_turn)
+        self.stateful_timeout = None if stateful_timeout is None else float(stateful_timeout)
         self.max_steps = self.scoring_rule.max_steps(self.max_steps, self.max_steps_per_turn, max(len(t.turns) for t in self.tasks))
         self._task: BFCLTask | None = None
         self._episode: _Episode | None = None
@@ -166,8 +173,11 @@ class BFCLEnv(ToolEnv):
         if task.multi_turn:
             entry = task.entry
             long_context = "long_context" in task.category
+            model = Backends(entry["involved_classes"], entry["initial_config"], long_context=long_context)
+            if self.stateful_timeout is not None:
+                model.stateful_timeout = self.stateful_timeout
             self._episode = _Episode(
-                model=Backends(entry["involved_classes"], entry["initial_config"], long_context=long_context),
+                model=model,
                 truth=Backends(entry["involved_classes"], entry["initial_config"], long_context=long_context),
                 tools=[self._to_tool(doc) for doc in task.functions],
             )

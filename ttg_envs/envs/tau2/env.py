@@ -25,12 +25,12 @@ from typing import Any, Callable
 from ...core import StepOutcome
 from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolEnv
-from ...tools.bounds import BoundExceeded, value_problem
+from ...tools.bounds import STATE_BOUNDS, BoundExceeded, StateBounds, state_problem, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
 from .gold import gold_plan
-from .state import fork_environment, fresh_environment, reading
+from .state import changed_parts, fork_environment, fresh_environment, reading
 from .users import LLMUser, ScenarioUser, ScriptedUser
 
 #: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
@@ -60,6 +60,13 @@ class _Episode:
     errors: int = 0
     user_calls: int = 0
     ended: bool = False
+    #: Keys of the database records this episode took out or set, per (toolkit, table): what
+    #: the state bounds walk (:func:`.state.changed_parts`).
+    touched: dict[tuple[str, str], set] = field(default_factory=dict)
+
+    def touched_copy(self) -> dict[tuple[str, str], set]:
+        """An independent copy of :attr:`touched`."""
+        return {key: set(keys) for key, keys in self.touched.items()}
 
 
 class Tau2Env(ToolEnv):
@@ -89,6 +96,10 @@ class Tau2Env(ToolEnv):
     #: process (:mod:`ttg_envs.tools.limits`); a late call is an error tool message and the
     #: episode goes on. ``None``: no limit. Other tools run here, decimal/mpmath state restored.
     tool_timeout: float | None = 10.0
+    #: Limits on what the episode changed in the domain's databases (the records it touched, or a
+    #: small database whole), checked after each call that may write: a step whose call crosses
+    #: one is undone whole, an invalid step naming the bound, and the episode goes on.
+    state_bounds: StateBounds = STATE_BOUNDS
 
     def __init__(
         self,
@@ -172,13 +183,13 @@ class Tau2Env(ToolEnv):
         """One agent response; if anything raises (the user's endpoint is down), the episode is put
         back as it was before the response, so a retry of the step starts from the same state."""
         episode = self._episode
-        saved = (len(episode.trajectory), episode.digest, episode.errors, episode.user_calls, episode.ended)
+        saved = (len(episode.trajectory), episode.digest, episode.errors, episode.user_calls, episode.ended, episode.touched_copy())
         self._in_step, self._environment_before = True, None  # the first user-side tool call copies it (telecom)
         try:
             return self._apply_response(response)
         except BaseException:
             del episode.trajectory[saved[0] :]
-            episode.digest, episode.errors, episode.user_calls, episode.ended = saved[1:]
+            episode.digest, episode.errors, episode.user_calls, episode.ended, episode.touched = saved[1:]
             if self._environment_before is not None:
                 episode.environment = self._environment_before
             raise
@@ -218,12 +229,14 @@ class Tau2Env(ToolEnv):
         # Only the database (record by record, as either side changes it) and the conversation are
         # copied; messages are never changed once recorded, so the branch's list holds the same ones.
         episode = self._episode
+        changed_parts(episode.environment, episode.touched)  # what the fork makes the tables forget
         environment = fork_environment(episode.environment)
         return replace(
             episode,
             environment=environment,
             user=copy.deepcopy(episode.user, {id(episode.environment): environment}),
             trajectory=list(episode.trajectory),
+            touched=episode.touched_copy(),
         )
 
     def _restore(self, snapshot: _Episode) -> None:
@@ -264,19 +277,37 @@ class Tau2Env(ToolEnv):
         messages = tau2("tau2.data_model.message")
         episode = self._episode
         executed = []
+        before = None  # the environment and touched records before the step's first call that may write
+        undone = []
 
         def execute(call):
+            nonlocal before
             tool_call = messages.ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments), requestor="assistant")
             # Whatever can fail in recording the call fails now, before it runs (atomic steps).
             try:
                 _fields(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[tool_call]))
             except (ValueError, TypeError, RecursionError) as exc:
                 raise BoundExceeded(f"the call was not run: tau2 cannot record its arguments ({exc})") from None
+            writes = _may_write(episode.environment, tool_call)
+            if writes and before is None:
+                changed_parts(episode.environment, episode.touched)
+                before = (fork_environment(episode.environment), episode.touched_copy())
             result = self._tool_response(episode.environment, tool_call)
             executed.append((tool_call, result))
+            if writes:
+                problem = self._state_problem(episode.environment)
+                if problem:  # the step never happened: the database as before its first call, nothing recorded
+                    episode.environment, episode.touched = before
+                    executed.clear()
+                    undone.append(True)
+                    raise BoundExceeded(f"the step was undone: {problem}")
             return result.content or ""
 
         turn = self._run_calls(response, execute)
+        if undone:  # no call of the step happened: every result says why
+            error = f"Bound exceeded: {turn.bound}."
+            turn.messages = [dict(m, content=f"Error: {error}") for m in turn.messages]
+            turn.observation = error
         if executed:
             self._record(messages.AssistantMessage(role="assistant", content=response.message or None, tool_calls=[c for c, _ in executed]))
             for _, result in executed:
@@ -295,6 +326,11 @@ class Tau2Env(ToolEnv):
                 }
             }
         return outcome
+
+    def _state_problem(self, environment: Any) -> str | None:
+        """Why what the episode changed in ``environment``'s databases crosses :attr:`state_bounds`, or None."""
+        parts = changed_parts(environment, self._episode.touched)
+        return state_problem(parts, self.state_bounds, where="the domain database's changed records")
 
     def _tool_response(self, environment: Any, tool_call: Any) -> Any:
         """tau2's ``get_response`` for one call; a generic tool's within :attr:`tool_timeout` seconds."""
@@ -323,7 +359,12 @@ class Tau2Env(ToolEnv):
                 episode.user_calls += 1
             if self._in_step and self._environment_before is None:  # what a failure of this step restores
                 self._environment_before = copy.deepcopy(episode.environment)
+            changed_parts(episode.environment, episode.touched)
+            before = (fork_environment(episode.environment), episode.touched_copy())
             results = [self._tool_response(episode.environment, call) for call in message.tool_calls]
+            if self._state_problem(episode.environment):
+                episode.environment, episode.touched = before  # the round is undone and the user stopped below
+                break
             self._record(message)
             for result in results:
                 self._record(result)
@@ -380,22 +421,36 @@ def _fields(message: Any) -> str:
     return json.dumps(message.model_dump(mode="json", exclude=_VOLATILE), sort_keys=True)
 
 
+def _tool_kind(environment: Any, tool_call: Any) -> str | None:
+    """tau2's ``ToolType`` value of the called tool (``read``, ``write``, ``generic``...), None if unknown."""
+    kit = environment.user_tools if tool_call.requestor == "user" else environment.tools
+    if kit is None:
+        return None
+    key = (type(kit), tool_call.name)
+    if key not in _KINDS:  # a toolkit's tools are its class's methods: look each up once
+        try:
+            _KINDS[key] = kit.tool_type(tool_call.name).value if kit.has_tool(tool_call.name) else None
+        except (AttributeError, KeyError, ValueError):
+            _KINDS[key] = None
+    return _KINDS[key]
+
+
+_KINDS: dict[tuple[type, str], str | None] = {}
+
+
 def _is_read_only(environment: Any, tool_call: Any) -> bool:
     """Whether tau2 declares the called tool read-only (then shared records are read in place)."""
-    kit = environment.user_tools if tool_call.requestor == "user" else environment.tools
-    try:
-        return kit is not None and kit.has_tool(tool_call.name) and kit.tool_type(tool_call.name).value == "read"
-    except (AttributeError, KeyError, ValueError):
-        return False
+    return _tool_kind(environment, tool_call) == "read"
+
+
+def _may_write(environment: Any, tool_call: Any) -> bool:
+    """Whether a call may change domain state (a tool neither read-only nor generic)."""
+    return _tool_kind(environment, tool_call) not in ("read", "generic")
 
 
 def _is_generic(environment: Any, tool_call: Any) -> bool:
     """True for a tool that reads and writes no domain state (tau2's ``ToolType.GENERIC``)."""
-    toolkit = environment.user_tools if tool_call.requestor == "user" else environment.tools
-    try:
-        return toolkit is not None and toolkit.has_tool(tool_call.name) and toolkit.tool_type(tool_call.name).value == "generic"
-    except (AttributeError, KeyError):
-        return False
+    return _tool_kind(environment, tool_call) == "generic"
 
 
 def _quiet():

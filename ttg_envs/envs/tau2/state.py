@@ -134,6 +134,35 @@ def shares_records(environment: Any) -> bool:
     return type(environment).sync_tools is base.sync_tools and any(_tables(getattr(k, "db", None)) for k in kits)
 
 
+def changed_parts(environment: Any, touched: dict[tuple[str, str], set]) -> list[Any]:
+    """What an episode may have changed in ``environment``'s databases, for a bound check that costs
+    what the episode changed, not the whole database (airline's walks in ~0.4 s).
+
+    For a database of :class:`SharedRecords` tables: its other fields and every record of a table
+    that this episode has taken out or set since it began (whatever a tool can change); their keys
+    are added to ``touched`` first, because a fork forgets which records a table owns. Call it before
+    each fork of ``environment``, and carry ``touched`` into the branch. A database without such
+    tables (telecom's, small) is returned whole.
+    """
+    parts: list[Any] = []
+    for attr in ("tools", "user_tools"):
+        db = getattr(getattr(environment, attr, None), "db", None)
+        if db is None:
+            continue
+        fields = vars(db)
+        if not any(isinstance(v, SharedRecords) for v in fields.values()):
+            parts.append(db)
+            continue
+        for name, table in fields.items():
+            if not isinstance(table, SharedRecords):
+                parts.append(table)
+                continue
+            keys = touched.setdefault((attr, name), set())
+            keys |= table._own
+            parts.extend(dict.__getitem__(table, key) for key in keys if key in table)
+    return parts
+
+
 def _fork_db(db: Any) -> Any:
     clone = db.model_copy()  # shallow: the fields below are replaced
     fields = vars(clone)

@@ -8,7 +8,6 @@ a database touches only its own file.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -95,10 +94,9 @@ def from_files(main: bytes, wal: bytes | None = None, journal: bytes | None = No
     applied as SQLite would; the schema is not trusted (``trusted_schema = OFF``). Raises
     :class:`sqlite3.DatabaseError` on a file that is not a database.
     """
-    from .host_folder import private_folder
+    from .host_folder import scratch_folder
 
-    scratch = private_folder()
-    try:
+    with scratch_folder() as scratch:
         target = scratch / "copy.db"
         target.write_bytes(main)
         for suffix, data in (("-wal", wal), ("-journal", journal)):
@@ -113,8 +111,6 @@ def from_files(main: bytes, wal: bytes | None = None, journal: bytes | None = No
         finally:
             src.close()
             mem.close()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def digest_snapshot(data: bytes) -> str:

@@ -8,17 +8,22 @@ files it hands back to sqlite are first copied out (through the descriptor) into
 the child cannot reach. Clearing the folder removes what is there without following links.
 
 A sandbox's folder (:meth:`EpisodeFolder.locked`) is named ``ttg-awm-sbx-*`` only once this process
-holds an ``flock`` on it; the kernel drops the lock when the process ends, however it ends, so
-:func:`remove_abandoned` knows a folder whose lock it can take for one a dead host left.
+holds an ``flock`` on it, and so are the parent's scratch folders (:func:`scratch_folder`:
+``ttg-awm-private-*``, ``ttg-awm-build-*``); the kernel drops the lock when the process ends, however
+it ends, so :func:`remove_abandoned` knows a folder whose lock it can take for one a dead host left.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import shutil
 import stat
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -29,15 +34,70 @@ class UnsafeEntry(OSError):
 #: Largest episode file the parent copies out (bytes); the child's file-size limit is the same.
 MAX_FILE_BYTES = 256 << 20
 #: What all the files of one sandbox's folder may add up to (bytes on disk, and entries): checked
-#: after each tool call (:meth:`EpisodeFolder.usage`), since the kernel bounds only each file's size.
+#: after each tool call (:meth:`EpisodeFolder.usage`). Where the host can mount (root), the folder
+#: is also a tmpfs of :func:`kernel_quota`, so the kernel stops an app inside the call too.
 DISK_BYTES = 1 << 30
 DISK_FILES = 10_000
 #: Name prefix of sandbox folders held by a live host (locked), which :func:`remove_abandoned` sweeps.
 LOCKED_PREFIX = "ttg-awm-sbx-"
+#: Name prefixes of the parent's scratch folders (:func:`scratch_folder`), locked the same way.
+SCRATCH_PREFIXES = ("ttg-awm-private-", "ttg-awm-build-")
+#: Name prefix a folder has before it is locked; :func:`remove_abandoned` takes such a folder only
+#: when it is older than :data:`NEW_GRACE_S` (its host died in the instant between mkdir and lock).
+NEW_PREFIX = "ttg-awm-new-"
+NEW_GRACE_S = 60.0
+
+
+def _locked_folder(prefix: str, root: str | None = None) -> tuple[Path, int]:
+    """``(path, descriptor)`` of a new folder under ``root`` named ``prefix*`` once the descriptor holds its ``flock``."""
+    path = Path(tempfile.mkdtemp(prefix=NEW_PREFIX, dir=root))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        final = path.with_name(prefix + path.name.removeprefix(NEW_PREFIX))
+        os.rename(path, final)
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return final, fd
+
+
+def kernel_quota() -> tuple[int, int]:
+    """``(bytes, inodes)`` of a sandbox folder's tmpfs: :data:`DISK_BYTES` and :data:`DISK_FILES` and
+    1/16 more, so the check after a call still sees (and names) a crossing, while no call, however
+    long, writes past this."""
+    return DISK_BYTES + (DISK_BYTES >> 4), DISK_FILES + (DISK_FILES >> 4) + 16
+
+
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(path: Path, owner: tuple[int, int] | None) -> bool:
+    """Mount a tmpfs of :func:`kernel_quota` on ``path`` (root only); False where the host cannot."""
+    if os.geteuid() != 0:
+        return False
+    size, inodes = kernel_quota()
+    options = f"size={size},nr_inodes={inodes},mode=0700"
+    if owner is not None:
+        options += f",uid={owner[0]},gid={owner[1]}"
+    return _libc().mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode()) == 0
+
+
+def _unmount(path: str | os.PathLike) -> None:
+    _libc().umount2(os.fsencode(path), _MNT_DETACH)  # lazily: a descriptor still open on it does not block it
 
 
 class EpisodeFolder:
     """A folder created by the parent, owned (when the parent is root) by the sandbox uid."""
+
+    #: True when the folder is a tmpfs of :func:`kernel_quota` (see :meth:`locked`).
+    kernel_bounded: bool = False
+    _lock: int | None = None  # the descriptor holding the outer folder's flock (:meth:`locked`)
 
     def __init__(self, prefix: str = "ttg-awm-", owner: tuple[int, int] | None = None):
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
@@ -49,20 +109,27 @@ class EpisodeFolder:
             os.fchown(self._fd, *owner)
 
     @classmethod
-    def locked(cls, owner: tuple[int, int] | None = None) -> EpisodeFolder:
-        """A new folder that this process holds an ``flock`` on, under a :data:`LOCKED_PREFIX` name.
+    def locked(cls, owner: tuple[int, int] | None = None, kernel_bounded: bool = False) -> EpisodeFolder:
+        """A new folder ``files`` inside one that this process holds an ``flock`` on, under a :data:`LOCKED_PREFIX` name.
 
-        It is made under another name and renamed once locked, so a sweep never sees it unlocked.
+        The outer folder is made under another name and renamed once locked, so a sweep never sees
+        it unlocked. With ``kernel_bounded``, where the host can mount (root), ``files`` is a tmpfs
+        of :func:`kernel_quota` (its pages count against the memory cgroup of whoever writes them);
+        :attr:`kernel_bounded` says whether it is. The lock is on the outer folder, never a mount.
         """
-        folder = cls(prefix="ttg-awm-new-", owner=owner)
+        outer, lock = _locked_folder(LOCKED_PREFIX)
+        folder = object.__new__(cls)
+        folder.path, folder.owner, folder._parent, folder._children = outer / "files", owner, None, set()
+        folder._lock, folder._fd, folder.kernel_bounded = lock, None, False
         try:
-            fcntl.flock(folder._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            final = folder.path.with_name(LOCKED_PREFIX + folder.path.name.removeprefix("ttg-awm-new-"))
-            os.rename(folder.path, final)
+            os.mkdir(folder.path, 0o700)
+            folder.kernel_bounded = kernel_bounded and _mount_tmpfs(folder.path, owner)
+            folder._fd = os.open(folder.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if owner is not None:
+                os.fchown(folder._fd, *owner)
         except BaseException:
             folder.close()
             raise
-        folder.path = final
         return folder
 
     def read(self, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
@@ -186,13 +253,14 @@ class EpisodeFolder:
 
     def close(self, delete: bool = True) -> None:
         """Release the descriptor and (by default) delete the folder."""
-        if self._fd is None:
+        if self._fd is None and self._lock is None:
             return
         try:
-            if delete:
+            if delete and self._fd is not None:
                 self.clear()
         finally:
-            os.close(self._fd)
+            if self._fd is not None:
+                os.close(self._fd)
             self._fd = None
             if delete:
                 try:
@@ -201,26 +269,56 @@ class EpisodeFolder:
                         if parent._fd is not None:
                             parent.remove(name)
                     else:
+                        if self.kernel_bounded:
+                            _unmount(self.path)
                         os.rmdir(self.path)
+                        if self._lock is not None:
+                            os.rmdir(self.path.parent)
                 except OSError:
                     pass
+            if self._lock is not None:
+                os.close(self._lock)
+                self._lock = None
 
 
-def private_folder() -> Path:
-    """A parent-only scratch folder (mode 0700, never bound into a sandbox)."""
-    return Path(tempfile.mkdtemp(prefix="ttg-awm-private-"))
+@contextmanager
+def scratch_folder(prefix: str = SCRATCH_PREFIXES[0]) -> Iterator[Path]:
+    """A parent-only scratch folder (mode 0700, never bound into a sandbox), deleted on exit.
+
+    This process holds its ``flock`` while it exists, so if the process is killed inside the block
+    (``kill -9``) the next :func:`remove_abandoned` deletes it.
+    """
+    if prefix not in SCRATCH_PREFIXES:
+        raise ValueError(f"scratch prefix must be one of {SCRATCH_PREFIXES}")
+    path, fd = _locked_folder(prefix)
+    try:
+        yield path
+    finally:
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(fd)
 
 
 def remove_abandoned(root: str | os.PathLike | None = None) -> list[str]:
-    """Delete the sandbox folders under ``root`` (the temp folder) whose host process is gone; their names.
+    """Delete the sandbox and scratch folders under ``root`` (the temp folder) whose host process is gone; their names.
 
     A folder counts as abandoned when its ``flock`` can be taken: its host died (``kill -9``, a
-    crash) before it could delete it. Entries are removed without following links.
+    crash) before it could delete it (a not yet locked ``ttg-awm-new-*`` folder only once it is
+    older than :data:`NEW_GRACE_S`). Entries are removed without following links.
     """
     root = Path(root or tempfile.gettempdir())
     removed = []
+    swept = (LOCKED_PREFIX, *SCRATCH_PREFIXES)
     try:
-        names = [n for n in os.listdir(root) if n.startswith(LOCKED_PREFIX)]
+        names = [n for n in os.listdir(root) if n.startswith(swept)]
+        for name in os.listdir(root):
+            if name.startswith(NEW_PREFIX):
+                try:
+                    if time.time() - os.stat(root / name, follow_symlinks=False).st_ctime > NEW_GRACE_S:
+                        names.append(name)
+                except OSError:
+                    pass
     except OSError:
         return removed
     for name in names:
@@ -234,8 +332,12 @@ def remove_abandoned(root: str | os.PathLike | None = None) -> list[str]:
             os.close(fd)
             continue
         try:
+            outer = os.fstat(fd)
             for entry in os.listdir(fd):
                 info = os.stat(entry, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode) and info.st_dev != outer.st_dev:  # a dead host's tmpfs
+                    _unmount(root / name / entry)
+                    info = os.stat(entry, dir_fd=fd, follow_symlinks=False)
                 if stat.S_ISDIR(info.st_mode):
                     shutil.rmtree(entry, dir_fd=fd)
                 else:

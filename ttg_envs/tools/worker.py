@@ -1,0 +1,145 @@
+"""A long-lived worker process that runs stateful tool calls under a deadline, without a fork per call.
+
+:func:`ttg_envs.tools.limits.run_limited` forks a child per call, whose cost grows with the
+caller's memory: fine for the rare stateless arithmetic call, too much for every call that changes
+an episode's backends. :func:`call_with_deadline` instead hands ``fn(*args)`` to a worker forked
+once per process (so the caller's modules and classes are there) and waits for its pickled answer
+at most ``timeout`` seconds. The worker keeps nothing between calls: the caller sends the state a
+call needs and takes back what the call made of it, so any number of episodes and branches share
+one worker, and when a call overruns the worker is killed and the caller's state is untouched (the
+last good state; the next call forks a new worker). Worker processes die with their caller.
+Where ``os.fork`` does not exist the call runs in the caller without a limit.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .limits import ToolCrashed, ToolTimeout, _die_with, preserved_numeric_state
+
+_HEADER = 8  # bytes of a message's length prefix
+
+
+class _Worker:
+    """One forked worker and the two pipes to it."""
+
+    def __init__(self) -> None:
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the worker: serve until the caller closes its end
+            try:
+                os.close(from_parent)
+                os.close(to_parent)
+                _die_with(parent)
+                _serve(to_child, from_child)
+            finally:
+                os._exit(0)
+        os.close(to_child)
+        os.close(from_child)
+        self.pid, self.send_fd, self.recv_fd = pid, from_parent, to_parent
+        self.owner = parent
+
+    def call(self, payload: bytes, timeout: float) -> tuple[str, Any]:
+        _write(self.send_fd, payload)
+        data = _read(self.recv_fd, time.monotonic() + timeout)
+        if data is None:
+            raise ToolCrashed("the call's worker process died before it returned")
+        return pickle.loads(data)
+
+    def kill(self) -> None:
+        for fd in (self.send_fd, self.recv_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def _serve(recv_fd: int, send_fd: int) -> None:
+    while True:
+        data = _read(recv_fd, None)
+        if data is None:
+            return
+        try:
+            fn, args = pickle.loads(data)
+            with preserved_numeric_state():  # one call's decimal / mpmath changes do not reach the next
+                payload = ("ok", fn(*args))
+            out = pickle.dumps(payload)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            out = pickle.dumps(("raised", (type(exc).__name__, str(exc))))
+        _write(send_fd, out)
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(len(data).to_bytes(_HEADER, "little") + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read(fd: int, deadline: float | None) -> bytes | None:
+    """One message from ``fd``; None at end of file; :class:`ToolTimeout` past ``deadline``."""
+    chunks: list[bytes] = []
+    need, header = _HEADER, True
+    while need:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise ToolTimeout("deadline")
+        chunk = os.read(fd, min(need, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        need -= len(chunk)
+        if not need and header:
+            need, header, chunks = int.from_bytes(b"".join(chunks), "little"), False, []
+    return b"".join(chunks)
+
+
+_WORKERS: dict[int, _Worker] = {}
+_LOCK = threading.Lock()
+
+
+def call_with_deadline(fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
+    """``fn(*args)`` run in this process's worker; :class:`ToolTimeout` (the worker killed) when it
+    takes longer than ``timeout`` seconds, :class:`ToolCrashed` when the worker died. ``fn`` and
+    ``args`` must pickle (``fn`` by reference: a module-level function); an exception ``fn`` raises
+    comes back as ``RuntimeError("<type>: <message>")``."""
+    if not hasattr(os, "fork"):
+        return fn(*args)
+    payload = pickle.dumps((fn, args))
+    with _LOCK:  # one call at a time per worker; threads of one process take turns
+        worker = _WORKERS.get(os.getpid())
+        if worker is None:
+            worker = _WORKERS[os.getpid()] = _Worker()
+        try:
+            status, value = worker.call(payload, timeout)
+        except (ToolTimeout, ToolCrashed, OSError) as exc:
+            worker.kill()
+            del _WORKERS[os.getpid()]
+            if isinstance(exc, ToolTimeout):
+                raise ToolTimeout(f"the call did not finish within {timeout:g} s") from None
+            raise ToolCrashed(str(exc)) from None
+    if status != "ok":
+        raise RuntimeError(f"{value[0]}: {value[1]}")
+    return value
+
+
+def close_worker() -> None:
+    """Stop this process's worker, if it has one (the next call starts another)."""
+    with _LOCK:
+        worker = _WORKERS.pop(os.getpid(), None)
+    if worker is not None:
+        worker.kill()
