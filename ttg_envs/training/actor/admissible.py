@@ -69,14 +69,29 @@ class AdmissibleGenerator(HFGenerator):
                 node = node.setdefault(token, {})
         return root
 
+    #: :func:`~ttg_envs.training.actor.rollout.run_episodes` passes each prompt's head length.
+    shares_heads = True
+
     def generate_with_logprobs(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        heads: Sequence[int] | None = None,
+        head_cache: dict | None = None,
     ) -> tuple[list[list[int]], list[list[float]]]:
         """Sample one admissible command per prompt; also log pi(token | prefix) of each token under
         the model's raw logits (before the mask, temperature and top-p: what the trainer scores).
 
         One decoding loop over the batch with a KV cache: the prompts run once (left-padded), then
         one token per live row per step, each row's allowed tokens read from its command trie.
+
+        ``heads[i]``: the length of a prefix of ``prompts[i]`` that other prompts share (a task's
+        system prompt and statement; 0: none). Each distinct head runs once and its keys and values
+        are kept in ``head_cache`` (a dict the caller owns; it must not outlive the weights), so
+        the batch's prefill covers only the rest of each prompt. The rows' log-probs equal the
+        unshared pass's to float rounding.
         """
         import torch
 
@@ -84,22 +99,30 @@ class AdmissibleGenerator(HFGenerator):
 
         model, batch = self.model, len(prompts)
         nodes = [self._trie(p) for p in prompts]
-        width = max(len(p) for p in prompts)
         device = next(model.parameters()).device
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
-            attention[row, width - len(prompt) :] = 1
-        ids, attention = ids.to(device), attention.to(device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        heads = [h if _MIN_HEAD <= h < len(p) else 0 for h, p in zip(heads or [0] * batch, prompts, strict=True)]
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logps: list[list[float]] = [[] for _ in range(batch)]
         done = [False] * batch
         was_training = model.training
         model.eval()
-        with torch.no_grad():
-            out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+        with torch.inference_mode():
+            past, head_mask = self._head_kv(prompts, heads, {} if head_cache is None else head_cache, device)
+            rests = [p[h:] for p, h in zip(prompts, heads)]
+            width = max(len(r) for r in rests)
+            ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+            attention = torch.zeros_like(ids)
+            for row, rest in enumerate(rests):
+                ids[row, width - len(rest) :] = torch.tensor(list(rest))
+                attention[row, width - len(rest) :] = 1
+            ids, attention = ids.to(device), attention.to(device)
+            positions = (attention.cumsum(-1) - 1).clamp(min=0) + torch.tensor(heads, device=device)[:, None]
+            if past is not None:
+                attention = torch.cat([head_mask, attention], dim=1)
+                past = {cache_kwarg(model): past}
+            else:
+                past = {}
+            out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1, **past)
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             last = positions[:, -1:]
             for _ in range(max_new_tokens):
@@ -136,6 +159,46 @@ class AdmissibleGenerator(HFGenerator):
                 out = model(input_ids=step, attention_mask=attention, position_ids=last, use_cache=True, **{cache_kwarg(model): cache})
         model.train(was_training)
         return tokens, logps
+
+    def _head_kv(self, prompts, heads: list[int], head_cache: dict, device):
+        """A KV cache holding each row's head (right-aligned, zero-padded to the longest) and its
+        attention mask, or ``(None, None)`` when no row has one."""
+        import torch
+        from transformers import DynamicCache
+
+        longest = max(heads)
+        if not longest:
+            return None, None
+        rows = []
+        for prompt, h in zip(prompts, heads):
+            if not h:
+                rows.append(None)
+                continue
+            key = tuple(prompt[:h])
+            if key not in head_cache:
+                out = self.model(input_ids=torch.tensor([key], device=device), use_cache=True, logits_to_keep=1)
+                cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+                head_cache[key] = [(layer.keys, layer.values) for layer in cache.layers]
+            rows.append(head_cache[key])
+        template = next(r for r in rows if r is not None)
+        mask = torch.zeros((len(prompts), longest), dtype=torch.long, device=device)
+        for row, h in enumerate(heads):
+            mask[row, longest - h :] = 1
+        seeded = DynamicCache(config=self.model.config)
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(prompts), k0.shape[1], longest, k0.shape[3]))
+            values = v0.new_zeros((len(prompts), v0.shape[1], longest, v0.shape[3]))
+            for row, kv in enumerate(rows):
+                if kv is not None:
+                    h = kv[layer][0].shape[2]
+                    keys[row, :, longest - h :] = kv[layer][0][0]
+                    values[row, :, longest - h :] = kv[layer][1][0]
+            seeded.update(keys, values, layer)
+        return seeded, mask
+
+
+#: Shorter heads are not worth a separate pass.
+_MIN_HEAD = 16
 
 
 def _sample(scores, temperature: float, top_p: float):
