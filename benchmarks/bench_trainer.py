@@ -64,7 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--turns", type=int, default=30)
     p.add_argument("--repeats", type=int, default=1, help="old/new pairs")
     p.add_argument("--baseline", default="deb1417", help="git revision of the old code (default: main before this change)")
-    p.add_argument("--variants", nargs="+", default=["old:2", "new:1", "old:1"], help="measurements, each code:threads")
+    p.add_argument("--variants", nargs="+", default=["old:2", "new:1", "old:1"], help="measurements, each code:threads, run in this order")
+    p.add_argument("--base", default=None, help="the variant every ratio divides (default: the first)")
     p.add_argument("--threads", type=int, default=2, help="torch threads of a worker (the driver sets it per variant)")
     p.add_argument(
         "--check-loss", type=int, default=0, metavar="ROWS", help="compare the update's loss terms on ROWS rows of a fixed batch"
@@ -329,8 +330,10 @@ def main(argv=None) -> int:
             result = run_worker(code, threads, args, old_tree, scratch, i, check)
             runs[name].append(result)
             print(f"{name} #{i}: {result['wall_s']:.1f} s wall, {result['cpu_s']:.1f} s CPU, {result['rows']} rows", flush=True)
+            if args.out:  # so far, in case a long run is stopped
+                Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs, "partial": True}, indent=1))
     gflops = {t: matmul_gflops(t) for t in sorted({t for _, t in variants})}
-    report = summarize(runs, gflops)
+    report = summarize(runs, gflops, args.base or names[0])
     print(report["text"])
     checked_run = next((r for name in names for r in runs[name] if "fixed" in r), None)
     if checked_run is not None:
@@ -351,8 +354,8 @@ def main(argv=None) -> int:
     return 0
 
 
-def summarize(runs: dict[str, list[dict[str, Any]]], gflops: dict[int, float]) -> dict[str, Any]:
-    """The split table, throughput and floor of every variant, and each one's ratio to the first."""
+def summarize(runs: dict[str, list[dict[str, Any]]], gflops: dict[int, float], base_name: str) -> dict[str, Any]:
+    """The split table, throughput and floor of every variant, and each one's ratio to ``base_name``'s."""
     from ttg_envs._io import markdown_table
 
     names = list(runs)
@@ -388,9 +391,9 @@ def summarize(runs: dict[str, list[dict[str, Any]]], gflops: dict[int, float]) -
             f"{name}: {s['rows']:.0f} rows, {s['row_tokens'] / s['wall_s']:.0f} trained tokens/s (prompt + action), "
             f"floor {s['floor_s']:.1f} s ({s['flops'] / 1e9:.1f} GFLOP at {s['gflops']:.1f} GFLOP/s), {s['wall_s'] / s['floor_s']:.1f}x the floor"
         )
-    base = stats[names[0]]
+    base = stats[base_name]
     ratios = {}
-    for name in names[1:]:
+    for name in (n for n in names if n != base_name):
         s = stats[name]
         # Episodes differ between the codes' steps (sampling differs), so per-row time is a fair unit too.
         ratios[name] = {
@@ -399,7 +402,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]], gflops: dict[int, float]) -
             "cpu_per_row": (base["cpu_s"] / base["rows"]) / (s["cpu_s"] / s["rows"]),
         }
         r = ratios[name]
-        lines.append(f"{names[0]} / {name}: {r['wall']:.2f}x wall, {r['cpu']:.2f}x CPU, {r['cpu_per_row']:.2f}x CPU per trained row")
+        lines.append(f"{base_name} / {name}: {r['wall']:.2f}x wall, {r['cpu']:.2f}x CPU, {r['cpu_per_row']:.2f}x CPU per trained row")
     return {"stats": stats, "ratios": ratios, "text": "\n".join(lines)}
 
 
