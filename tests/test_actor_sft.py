@@ -82,7 +82,8 @@ def test_admissible_generator_samples_only_listed_commands(recorded):
 
 def test_shared_heads_sample_as_the_full_prefill_does(recorded):
     """Each task's head (system prompt and statement) runs once per rollout batch and its keys and
-    values seed every row's cache: the same seeded actions, and log-probs within 1e-5 of the pass
+    values seed every row's cache, and a batch longer than ``prefill_rows`` prefills in buckets:
+    the same seeded actions, and log-probs within 1e-5 of the pass
     that prefills every prompt whole (float32 rounding)."""
     _, _, _, tokenizer = recorded
     model = tiny_causal_lm(tokenizer, hidden=32, layers=1, heads=2, seed=0)
@@ -90,6 +91,7 @@ def test_shared_heads_sample_as_the_full_prefill_does(recorded):
     specs = [(0, TASK, 0), (0, TASK, 1), (1, 1, 2), (1, 1, 3)]
     shared, whole = AdmissibleGenerator(model, tokenizer), AdmissibleGenerator(model, tokenizer)
     whole.shares_heads = False
+    shared.prefill_rows = 3  # the 4 prompts prefill in two length-sorted buckets, joined to decode
     calls = []
     head_kv = shared._head_kv
 

@@ -71,6 +71,8 @@ class AdmissibleGenerator(HFGenerator):
 
     #: :func:`~ttg_envs.training.actor.rollout.run_episodes` passes each prompt's head length.
     shares_heads = True
+    #: Rows per prefill bucket (a longer batch is prefilled in length-sorted buckets).
+    prefill_rows = 32
 
     def generate_with_logprobs(
         self,
@@ -107,26 +109,18 @@ class AdmissibleGenerator(HFGenerator):
         was_training = model.training
         model.eval()
         with torch.inference_mode():
-            past, head_mask = self._head_kv(prompts, heads, {} if head_cache is None else head_cache, device)
-            rests = [p[h:] for p, h in zip(prompts, heads)]
-            width = max(len(r) for r in rests)
-            ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-            attention = torch.zeros_like(ids)
-            for row, rest in enumerate(rests):
-                ids[row, width - len(rest) :] = torch.tensor(list(rest))
-                attention[row, width - len(rest) :] = 1
-            ids, attention = ids.to(device), attention.to(device)
-            positions = (attention.cumsum(-1) - 1).clamp(min=0) + torch.tensor(heads, device=device)[:, None]
-            if past is not None:
-                attention = torch.cat([head_mask, attention], dim=1)
-                past = {cache_kwarg(model): past}
+            head_cache = {} if head_cache is None else head_cache
+            # Long batches prefill in buckets of similar length (sorted), so a short prompt is not
+            # padded to the longest one of the batch; the buckets' caches then join for decoding.
+            if batch <= self.prefill_rows:
+                buckets = [list(range(batch))]
             else:
-                past = {}
-            out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1, **past)
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-            last = positions[:, -1:]
+                order = sorted(range(batch), key=lambda i: len(prompts[i]) - heads[i])
+                buckets = [order[lo : lo + self.prefill_rows] for lo in range(0, batch, self.prefill_rows)]
+            parts = [self._prefill([prompts[i] for i in b], [heads[i] for i in b], head_cache, device) for b in buckets]
+            cache, attention, logits = parts[0] if len(parts) == 1 else _join_prefills(parts, buckets, batch, model.config)
+            last = torch.tensor([len(p) - 1 for p in prompts], device=device).view(batch, 1)
             for _ in range(max_new_tokens):
-                logits = out.logits[:, -1].float()
                 raw = torch.log_softmax(logits, dim=-1)
                 allowed = torch.zeros_like(logits, dtype=torch.bool)
                 pairs_rows: list[int] = []
@@ -157,8 +151,35 @@ class AdmissibleGenerator(HFGenerator):
                 attention = torch.cat([attention, attention.new_ones(batch, 1)], dim=1)
                 last = last + 1
                 out = model(input_ids=step, attention_mask=attention, position_ids=last, use_cache=True, **{cache_kwarg(model): cache})
+                logits = out.logits[:, -1].float()
         model.train(was_training)
         return tokens, logps
+
+    def _prefill(self, prompts, heads: list[int], head_cache: dict, device):
+        """Run ``prompts`` (their heads from ``head_cache``, the rest left-padded): the KV cache,
+        its attention mask and each row's last logits."""
+        import torch
+
+        from .rollout import cache_kwarg
+
+        model = self.model
+        past, head_mask = self._head_kv(prompts, heads, head_cache, device)
+        rests = [p[h:] for p, h in zip(prompts, heads)]
+        width = max(len(r) for r in rests)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, rest in enumerate(rests):
+            ids[row, width - len(rest) :] = torch.tensor(list(rest))
+            attention[row, width - len(rest) :] = 1
+        ids, attention = ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0) + torch.tensor(heads, device=device)[:, None]
+        kwargs = {}
+        if past is not None:
+            attention = torch.cat([head_mask, attention], dim=1)
+            kwargs = {cache_kwarg(model): past}
+        out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        return cache, attention, out.logits[:, -1].float()
 
     def _head_kv(self, prompts, heads: list[int], head_cache: dict, device):
         """A KV cache holding each row's head (right-aligned, zero-padded to the longest) and its
@@ -199,6 +220,33 @@ class AdmissibleGenerator(HFGenerator):
 
 #: Shorter heads are not worth a separate pass.
 _MIN_HEAD = 16
+
+
+def _join_prefills(parts, buckets: list[list[int]], batch: int, config):
+    """One KV cache, attention mask and logits for the whole batch from its buckets' prefills
+    (each row's keys and values right-aligned, zero-padded and masked out on the left)."""
+    import torch
+    from transformers import DynamicCache
+
+    width = max(mask.shape[1] for _, mask, _ in parts)
+    first_mask, first_logits = parts[0][1], parts[0][2]
+    attention = first_mask.new_zeros((batch, width))
+    logits = first_logits.new_empty((batch, first_logits.shape[-1]))
+    joined = DynamicCache(config=config)
+    for layer in range(len(parts[0][0].layers)):
+        k0 = parts[0][0].layers[layer].keys
+        keys = k0.new_zeros((batch, k0.shape[1], width, k0.shape[3]))
+        values = keys.clone()
+        for (cache, mask, _), rows in zip(parts, buckets):
+            index = torch.tensor(rows, device=keys.device)
+            keys[index, :, width - mask.shape[1] :] = cache.layers[layer].keys
+            values[index, :, width - mask.shape[1] :] = cache.layers[layer].values
+        joined.update(keys, values, layer)
+    for (_, mask, part_logits), rows in zip(parts, buckets):
+        index = torch.tensor(rows, device=attention.device)
+        attention[index, width - mask.shape[1] :] = mask
+        logits[index] = part_logits
+    return joined, attention, logits
 
 
 def _sample(scores, temperature: float, top_p: float):
