@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python benchmarks/bench_trainer.py                      # paper size: 16 tasks x 8 rollouts
     PYTHONPATH=. python benchmarks/bench_trainer.py --tasks 2 --repeats 2  # same shape, 16 episodes
+    PYTHONPATH=. python benchmarks/bench_trainer.py --variants old:2 new:1 old:1  # (the default)
 
 The step is the one ``benchmarks/train_compare.py`` trains with, at the paper's size: the committed
 start (``benchmarks/results/train_compare/start``), :class:`AdmissibleGenerator` rollouts on the
@@ -11,8 +12,12 @@ shipped ALFWorld meter, table 4's KL (0.01) and entropy (0.001) terms, one PPO e
 
 Each measurement runs in its own process: ``new`` imports this checkout's ``ttg_envs``, ``old`` the
 ``--baseline`` commit's, unpacked with ``git archive`` (so the old path is main's code as it was,
-not a flag in today's). They alternate (old, new, old, new, ...) so that load on the machine hits
-both alike. Every process times the same functions (both versions have them): env steps
+not a flag in today's). ``--variants`` names the measurements, each ``code:threads`` (torch CPU
+threads of that process): the first is the baseline every ratio divides, by default the old code on
+2 threads (how ``train_compare.py`` ran it), then the new code on 1 thread (its new default) and
+the old code on 1 thread (what the code alone changed). They alternate (each repeat runs every
+variant in turn) so that load on the machine hits all alike. Before the timed step every env is
+reset once on a task outside the pool, so the engine's one-time imports are not charged to a step. Every process times the same functions (both versions have them): env steps
 (``TokenCounter.step``, the engine), prompt building and tokenization (``chat_prompt_ids``),
 generation, meter calls, the reference pass, the recomputed rollout-policy pass (old code only;
 the new code keeps the sampler's log-probs), the policy's forward and backward passes and the
@@ -58,8 +63,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--group", type=int, default=8, help="rollouts per task, G (table 4: 8)")
     p.add_argument("--turns", type=int, default=30)
     p.add_argument("--repeats", type=int, default=1, help="old/new pairs")
-    p.add_argument("--baseline", default="3cc6eab", help="git revision of the old code (default: main before this change)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--baseline", default="deb1417", help="git revision of the old code (default: main before this change)")
+    p.add_argument("--variants", nargs="+", default=["old:2", "new:1", "old:1"], help="measurements, each code:threads, run in this order")
+    p.add_argument("--base", default=None, help="the variant every ratio divides (default: the first)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads of a worker (the driver sets it per variant)")
     p.add_argument(
         "--check-loss", type=int, default=0, metavar="ROWS", help="compare the update's loss terms on ROWS rows of a fixed batch"
     )
@@ -171,7 +178,8 @@ def worker(args) -> dict[str, Any]:
     trainer = Trainer(_config(args), model, tokenizer, meter=load_meter(ENV_ID), generator=AdmissibleGenerator(model, tokenizer))
     if args.batch:
         return fixed_batch(trainer, args.batch)
-    trainer._env_pool(args.tasks * args.group)  # building envs is not part of a step
+    for env in trainer._env_pool(args.tasks * args.group):  # building envs and the engine's imports are not part of a step
+        env.reset(seed=0, options={"task_index": 0})  # task 0 is outside the pool (odd indices)
     timers = Timers()
     _instrument(trainer, timers)
     captured: dict[str, Any] = {}
@@ -239,7 +247,7 @@ def fixed_batch(trainer, path: str) -> dict[str, Any]:
     data = pickle.loads(Path(path).read_bytes())
     episodes = [Episode(**e) for e in data["episodes"]]
     cfg = trainer.config
-    adv = episode_advantages(episodes, cfg.estimator, failure_cost=cfg.failure_cost, rho=cfg.rho, cap=cfg.cap).double().numpy()
+    adv = episode_advantages(episodes, cfg.estimator, rho=cfg.rho, cap=cfg.cap).double().numpy()
     fields = Row.__dataclass_fields__
     rows = [Row(p, a, adv_, *([old] if "old_logprobs" in fields else [])) for p, a, adv_, old in data["rows"]]
     terms = trainer.update(rows, np.random.default_rng(5))
@@ -281,32 +289,19 @@ def model_flops(prompt_tokens: list[int], action_tokens: list[int]) -> float:
     return total
 
 
-def run_worker(which: str, args, old_tree: Path, scratch: Path, index: int) -> dict[str, Any]:
-    out = scratch / f"{which}-{index}.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", which, "--worker-out", str(out)]
-    cmd += ["--tasks", str(args.tasks), "--group", str(args.group), "--turns", str(args.turns), "--threads", str(args.threads)]
-    cmd += ["--check-loss", str(args.check_loss if index == 0 else 0)]
+def run_worker(which: str, threads: int, args, old_tree: Path, scratch: Path, index: int, check: bool) -> dict[str, Any]:
+    out = scratch / f"{which}-{threads}-{index}.json"
+    shape = ["--tasks", str(args.tasks), "--group", str(args.group), "--turns", str(args.turns), "--threads", str(threads)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", which, "--worker-out", str(out), *shape]
+    cmd += ["--check-loss", str(args.check_loss if check else 0)]
     env = {**os.environ, "PYTHONPATH": str(old_tree if which == "old" else ROOT), "TQDM_DISABLE": "1"}
     subprocess.run(cmd, check=True, env=env, cwd=str(ROOT))
     result = json.loads(out.read_text())
     if "batch" in result:  # the same fixed batch through the old code
-        subprocess.run(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--worker",
-                "old",
-                "--worker-out",
-                str(scratch / "fixed-old.json"),
-                "--batch",
-                result["batch"],
-            ]
-            + ["--tasks", str(args.tasks), "--group", str(args.group), "--turns", str(args.turns), "--threads", str(args.threads)],
-            check=True,
-            env={**env, "PYTHONPATH": str(old_tree)},
-            cwd=str(ROOT),
-        )
-        result["fixed_old"] = json.loads((scratch / "fixed-old.json").read_text())
+        fixed = scratch / "fixed-old.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "old", "--worker-out", str(fixed), "--batch", result["batch"]]
+        subprocess.run(cmd + shape, check=True, env={**env, "PYTHONPATH": str(old_tree)}, cwd=str(ROOT))
+        result["fixed_old"] = json.loads(fixed.read_text())
     return result
 
 
@@ -316,23 +311,33 @@ def main(argv=None) -> int:
         result = worker(args)
         Path(args.worker_out).write_text(json.dumps(result))
         return 0
+    variants = [(v.split(":")[0], int(v.split(":")[1])) for v in args.variants]
+    if any(code not in ("old", "new") for code, _ in variants):
+        raise SystemExit(f"--variants: each is old:THREADS or new:THREADS, got {args.variants}")
     scratch = Path(tempfile.mkdtemp(prefix="bench_trainer_"))
     old_tree = scratch / "old"
     old_tree.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "ttg_envs"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
     print(f"{args.tasks} tasks x {args.group} rollouts, <= {args.turns} turns; old = {args.baseline}, new = this checkout", flush=True)
-    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    names = [f"{code}:{threads}" for code, threads in variants]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    checked = False
     for i in range(args.repeats):
-        for which in ("old", "new"):
-            result = run_worker(which, args, old_tree, scratch, i)
-            runs[which].append(result)
-            print(f"{which} #{i}: {result['wall_s']:.1f} s wall, {result['cpu_s']:.1f} s CPU, {result['rows']} rows", flush=True)
-    gflops = matmul_gflops(args.threads)
-    report = summarize(runs, gflops)
+        for name, (code, threads) in zip(names, variants):
+            check = bool(args.check_loss) and code == "new" and not checked
+            checked |= check
+            result = run_worker(code, threads, args, old_tree, scratch, i, check)
+            runs[name].append(result)
+            print(f"{name} #{i}: {result['wall_s']:.1f} s wall, {result['cpu_s']:.1f} s CPU, {result['rows']} rows", flush=True)
+            if args.out:  # so far, in case a long run is stopped
+                Path(args.out).write_text(json.dumps({"args": vars(args), "runs": runs, "partial": True}, indent=1))
+    gflops = {t: matmul_gflops(t) for t in sorted({t for _, t in variants})}
+    report = summarize(runs, gflops, args.base or names[0])
     print(report["text"])
-    fixed = runs["new"][0].get("fixed"), runs["new"][0].get("fixed_old")
-    if fixed[0] and fixed[1]:
+    checked_run = next((r for name in names for r in runs[name] if "fixed" in r), None)
+    if checked_run is not None:
+        fixed = checked_run["fixed"], checked_run["fixed_old"]
         adv_new, adv_old = np.array(fixed[0]["advantages"]), np.array(fixed[1]["advantages"])
         print(f"\nfixed batch ({args.check_loss} rows): advantages max |new - old| {np.abs(adv_new - adv_old).max():.3g}")
         for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm"):
@@ -349,45 +354,56 @@ def main(argv=None) -> int:
     return 0
 
 
-def summarize(runs: dict[str, list[dict[str, Any]]], gflops: float) -> dict[str, Any]:
+def summarize(runs: dict[str, list[dict[str, Any]]], gflops: dict[int, float], base_name: str) -> dict[str, Any]:
+    """The split table, throughput and floor of every variant, and each one's ratio to ``base_name``'s."""
     from ttg_envs._io import markdown_table
 
+    names = list(runs)
     lines = []
     rows = []
     for bucket in BUCKETS:
         cells = [bucket]
-        for which in ("old", "new"):
-            w = np.mean([r["split_wall"].get(bucket, 0.0) for r in runs[which]])
-            c = np.mean([r["split_cpu"].get(bucket, 0.0) for r in runs[which]])
+        for name in names:
+            w = np.mean([r["split_wall"].get(bucket, 0.0) for r in runs[name]])
+            c = np.mean([r["split_cpu"].get(bucket, 0.0) for r in runs[name]])
             cells.append(f"{w:.1f} / {c:.1f}")
         rows.append(cells)
     stats = {}
-    for which in ("old", "new"):
-        r = runs[which]
+    for name in names:
+        r = runs[name]
+        rate = gflops[int(name.split(":")[1])]
         tokens = np.mean([sum(x["prompt_tokens"]) + sum(x["action_tokens"]) for x in r])
         flops = np.mean([model_flops(x["prompt_tokens"], x["action_tokens"]) for x in r])
-        stats[which] = {
+        stats[name] = {
             "wall_s": float(np.mean([x["wall_s"] for x in r])),
             "cpu_s": float(np.mean([x["cpu_s"] for x in r])),
             "rows": float(np.mean([x["rows"] for x in r])),
             "row_tokens": float(tokens),
             "flops": float(flops),
-            "floor_s": float(flops / (gflops * 1e9)),
+            "floor_s": float(flops / (rate * 1e9)),
+            "gflops": rate,
         }
-    rows.append(["step", *(f"{stats[w]['wall_s']:.1f} / {stats[w]['cpu_s']:.1f}" for w in ("old", "new"))])
-    lines.append(markdown_table(["part (s wall / s CPU)", "old", "new"], rows))
-    for which in ("old", "new"):
-        s = stats[which]
+    rows.append(["step", *(f"{stats[n]['wall_s']:.1f} / {stats[n]['cpu_s']:.1f}" for n in names)])
+    lines.append(markdown_table(["part (s wall / s CPU)", *names], rows))
+    for name in names:
+        s = stats[name]
         lines.append(
-            f"{which}: {s['rows']:.0f} rows, {s['row_tokens'] / s['wall_s']:.0f} trained tokens/s (prompt + action), "
-            f"floor {s['floor_s']:.1f} s ({s['flops'] / 1e9:.1f} GFLOP at {gflops:.1f} GFLOP/s), {s['wall_s'] / s['floor_s']:.1f}x the floor"
+            f"{name}: {s['rows']:.0f} rows, {s['row_tokens'] / s['wall_s']:.0f} trained tokens/s (prompt + action), "
+            f"floor {s['floor_s']:.1f} s ({s['flops'] / 1e9:.1f} GFLOP at {s['gflops']:.1f} GFLOP/s), {s['wall_s'] / s['floor_s']:.1f}x the floor"
         )
-    ratio_wall = stats["old"]["wall_s"] / stats["new"]["wall_s"]
-    ratio_cpu = stats["old"]["cpu_s"] / stats["new"]["cpu_s"]
-    # Episodes differ between the two codes' steps (sampling differs), so per-row time is the fair unit too.
-    per_row = (stats["old"]["wall_s"] / stats["old"]["rows"]) / (stats["new"]["wall_s"] / stats["new"]["rows"])
-    lines.append(f"old / new: {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU, {per_row:.2f}x wall per trained row")
-    return {"stats": stats, "ratio_wall": ratio_wall, "ratio_cpu": ratio_cpu, "ratio_per_row": per_row, "text": "\n".join(lines)}
+    base = stats[base_name]
+    ratios = {}
+    for name in (n for n in names if n != base_name):
+        s = stats[name]
+        # Episodes differ between the codes' steps (sampling differs), so per-row time is a fair unit too.
+        ratios[name] = {
+            "wall": base["wall_s"] / s["wall_s"],
+            "cpu": base["cpu_s"] / s["cpu_s"],
+            "cpu_per_row": (base["cpu_s"] / base["rows"]) / (s["cpu_s"] / s["rows"]),
+        }
+        r = ratios[name]
+        lines.append(f"{base_name} / {name}: {r['wall']:.2f}x wall, {r['cpu']:.2f}x CPU, {r['cpu_per_row']:.2f}x CPU per trained row")
+    return {"stats": stats, "ratios": ratios, "text": "\n".join(lines)}
 
 
 if __name__ == "__main__":

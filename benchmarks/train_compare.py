@@ -93,7 +93,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--threshold", type=float, default=0.5, help="held-out success for 'steps to threshold'")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="workers that generate the warm start's extra tasks")
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default 1: the tiny policy's ops are too small to split; on the shared 2-core "
+        "machine 2 threads cost several times the CPU time per step, benchmarks/bench_trainer.py)",
+    )
     args = p.parse_args(argv)
     if args.env == "corridor":  # the toy's own sizes unless given
         defaults = {"max_turns": 5, "lr": 3e-3, "tasks_per_step": 4, "hidden": 32, "layers": 1, "vocab": 300, "eval_tasks": 32}
@@ -338,7 +345,7 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
 
 
 #: Arguments that do not change what one (estimator, seed) run computes.
-_NOT_RUN_SETTINGS = ("out", "estimators", "seeds", "threads", "threshold", "start_eval_seeds")
+_NOT_RUN_SETTINGS = ("out", "estimators", "seeds", "threads", "torch_threads", "threshold", "start_eval_seeds")
 
 
 def run_settings(args) -> dict[str, Any]:
@@ -439,7 +446,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.torch_threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     begin = time.perf_counter()

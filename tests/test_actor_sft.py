@@ -80,6 +80,38 @@ def test_admissible_generator_samples_only_listed_commands(recorded):
     assert all(info["action_valid"] for info in episode.infos[1:])
 
 
+def test_shared_heads_sample_as_the_full_prefill_does(recorded):
+    """Each task's head (system prompt and statement) runs once per rollout batch and its keys and
+    values seed every row's cache, and a batch longer than ``prefill_rows`` prefills in buckets:
+    the same seeded actions, and log-probs within 1e-5 of the pass
+    that prefills every prompt whole (float32 rounding)."""
+    _, _, _, tokenizer = recorded
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=1, heads=2, seed=0)
+    envs = [gym.make("ttg/ALFWorld-v0", split="train", max_steps=5, action_format="lenient") for _ in range(4)]
+    specs = [(0, TASK, 0), (0, TASK, 1), (1, 1, 2), (1, 1, 3)]
+    shared, whole = AdmissibleGenerator(model, tokenizer), AdmissibleGenerator(model, tokenizer)
+    whole.shares_heads = False
+    shared.prefill_rows = 3  # the 4 prompts prefill in two length-sorted buckets, joined to decode
+    calls = []
+    head_kv = shared._head_kv
+
+    def counted(prompts, heads, cache, device):  # the heads a call was given, and how many it found cached
+        calls.append((list(heads), len(cache)))
+        return head_kv(prompts, heads, cache, device)
+
+    shared._head_kv = counted
+    runs = []
+    for generator in (shared, whole):
+        torch.manual_seed(0)
+        runs.append(run_episodes(envs, generator, tokenizer, specs, 24, 1.0, 1.0, PAPER_E5))
+    # Every turn's prompts carry their head, and only the first turn runs the two tasks' heads.
+    assert calls and all(all(h >= 16 for h in heads) for heads, _ in calls)
+    assert [n for _, n in calls[1:]] == [2] * (len(calls) - 1)
+    for a, b in zip(*runs):
+        assert a.actions == b.actions and a.prompts == b.prompts
+        assert max(abs(x - y) for la, lb in zip(a.logprobs, b.logprobs) for x, y in zip(la, lb)) < 1e-5
+
+
 def test_sft_on_the_expert_makes_the_greedy_policy_solve_the_task(recorded):
     env, demos, _, tokenizer = recorded
     rows = demonstration_rows(tokenizer, demos, PAPER_E5)

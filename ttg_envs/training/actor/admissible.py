@@ -69,14 +69,31 @@ class AdmissibleGenerator(HFGenerator):
                 node = node.setdefault(token, {})
         return root
 
+    #: :func:`~ttg_envs.training.actor.rollout.run_episodes` passes each prompt's head length.
+    shares_heads = True
+    #: Rows per prefill bucket (a longer batch is prefilled in length-sorted buckets).
+    prefill_rows = 32
+
     def generate_with_logprobs(
-        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        heads: Sequence[int] | None = None,
+        head_cache: dict | None = None,
     ) -> tuple[list[list[int]], list[list[float]]]:
         """Sample one admissible command per prompt; also log pi(token | prefix) of each token under
         the model's raw logits (before the mask, temperature and top-p: what the trainer scores).
 
         One decoding loop over the batch with a KV cache: the prompts run once (left-padded), then
         one token per live row per step, each row's allowed tokens read from its command trie.
+
+        ``heads[i]``: the length of a prefix of ``prompts[i]`` that other prompts share (a task's
+        system prompt and statement; 0: none). Each distinct head runs once and its keys and values
+        are kept in ``head_cache`` (a dict the caller owns; it must not outlive the weights), so
+        the batch's prefill covers only the rest of each prompt. The rows' log-probs equal the
+        unshared pass's to float rounding.
         """
         import torch
 
@@ -84,26 +101,26 @@ class AdmissibleGenerator(HFGenerator):
 
         model, batch = self.model, len(prompts)
         nodes = [self._trie(p) for p in prompts]
-        width = max(len(p) for p in prompts)
         device = next(model.parameters()).device
-        ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt) :] = torch.tensor(list(prompt))
-            attention[row, width - len(prompt) :] = 1
-        ids, attention = ids.to(device), attention.to(device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        heads = [h if _MIN_HEAD <= h < len(p) else 0 for h, p in zip(heads or [0] * batch, prompts, strict=True)]
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logps: list[list[float]] = [[] for _ in range(batch)]
         done = [False] * batch
         was_training = model.training
         model.eval()
-        with torch.no_grad():
-            out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
-            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-            last = positions[:, -1:]
+        with torch.inference_mode():
+            head_cache = {} if head_cache is None else head_cache
+            # Long batches prefill in buckets of similar length (sorted), so a short prompt is not
+            # padded to the longest one of the batch; the buckets' caches then join for decoding.
+            if batch <= self.prefill_rows:
+                buckets = [list(range(batch))]
+            else:
+                order = sorted(range(batch), key=lambda i: len(prompts[i]) - heads[i])
+                buckets = [order[lo : lo + self.prefill_rows] for lo in range(0, batch, self.prefill_rows)]
+            parts = [self._prefill([prompts[i] for i in b], [heads[i] for i in b], head_cache, device) for b in buckets]
+            cache, attention, logits = parts[0] if len(parts) == 1 else _join_prefills(parts, buckets, batch, model.config)
+            last = torch.tensor([len(p) - 1 for p in prompts], device=device).view(batch, 1)
             for _ in range(max_new_tokens):
-                logits = out.logits[:, -1].float()
                 raw = torch.log_softmax(logits, dim=-1)
                 allowed = torch.zeros_like(logits, dtype=torch.bool)
                 pairs_rows: list[int] = []
@@ -134,8 +151,102 @@ class AdmissibleGenerator(HFGenerator):
                 attention = torch.cat([attention, attention.new_ones(batch, 1)], dim=1)
                 last = last + 1
                 out = model(input_ids=step, attention_mask=attention, position_ids=last, use_cache=True, **{cache_kwarg(model): cache})
+                logits = out.logits[:, -1].float()
         model.train(was_training)
         return tokens, logps
+
+    def _prefill(self, prompts, heads: list[int], head_cache: dict, device):
+        """Run ``prompts`` (their heads from ``head_cache``, the rest left-padded): the KV cache,
+        its attention mask and each row's last logits."""
+        import torch
+
+        from .rollout import cache_kwarg
+
+        model = self.model
+        past, head_mask = self._head_kv(prompts, heads, head_cache, device)
+        rests = [p[h:] for p, h in zip(prompts, heads)]
+        width = max(len(r) for r in rests)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, rest in enumerate(rests):
+            ids[row, width - len(rest) :] = torch.tensor(list(rest))
+            attention[row, width - len(rest) :] = 1
+        ids, attention = ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0) + torch.tensor(heads, device=device)[:, None]
+        kwargs = {}
+        if past is not None:
+            attention = torch.cat([head_mask, attention], dim=1)
+            kwargs = {cache_kwarg(model): past}
+        out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        return cache, attention, out.logits[:, -1].float()
+
+    def _head_kv(self, prompts, heads: list[int], head_cache: dict, device):
+        """A KV cache holding each row's head (right-aligned, zero-padded to the longest) and its
+        attention mask, or ``(None, None)`` when no row has one."""
+        import torch
+        from transformers import DynamicCache
+
+        longest = max(heads)
+        if not longest:
+            return None, None
+        rows = []
+        for prompt, h in zip(prompts, heads):
+            if not h:
+                rows.append(None)
+                continue
+            key = tuple(prompt[:h])
+            if key not in head_cache:
+                out = self.model(input_ids=torch.tensor([key], device=device), use_cache=True, logits_to_keep=1)
+                cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+                head_cache[key] = [(layer.keys, layer.values) for layer in cache.layers]
+            rows.append(head_cache[key])
+        template = next(r for r in rows if r is not None)
+        mask = torch.zeros((len(prompts), longest), dtype=torch.long, device=device)
+        for row, h in enumerate(heads):
+            mask[row, longest - h :] = 1
+        seeded = DynamicCache(config=self.model.config)
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(prompts), k0.shape[1], longest, k0.shape[3]))
+            values = v0.new_zeros((len(prompts), v0.shape[1], longest, v0.shape[3]))
+            for row, kv in enumerate(rows):
+                if kv is not None:
+                    h = kv[layer][0].shape[2]
+                    keys[row, :, longest - h :] = kv[layer][0][0]
+                    values[row, :, longest - h :] = kv[layer][1][0]
+            seeded.update(keys, values, layer)
+        return seeded, mask
+
+
+#: Shorter heads are not worth a separate pass.
+_MIN_HEAD = 16
+
+
+def _join_prefills(parts, buckets: list[list[int]], batch: int, config):
+    """One KV cache, attention mask and logits for the whole batch from its buckets' prefills
+    (each row's keys and values right-aligned, zero-padded and masked out on the left)."""
+    import torch
+    from transformers import DynamicCache
+
+    width = max(mask.shape[1] for _, mask, _ in parts)
+    first_mask, first_logits = parts[0][1], parts[0][2]
+    attention = first_mask.new_zeros((batch, width))
+    logits = first_logits.new_empty((batch, first_logits.shape[-1]))
+    joined = DynamicCache(config=config)
+    for layer in range(len(parts[0][0].layers)):
+        k0 = parts[0][0].layers[layer].keys
+        keys = k0.new_zeros((batch, k0.shape[1], width, k0.shape[3]))
+        values = keys.clone()
+        for (cache, mask, _), rows in zip(parts, buckets):
+            index = torch.tensor(rows, device=keys.device)
+            keys[index, :, width - mask.shape[1] :] = cache.layers[layer].keys
+            values[index, :, width - mask.shape[1] :] = cache.layers[layer].values
+        joined.update(keys, values, layer)
+    for (_, mask, part_logits), rows in zip(parts, buckets):
+        index = torch.tensor(rows, device=attention.device)
+        attention[index, width - mask.shape[1] :] = mask
+        logits[index] = part_logits
+    return joined, attention, logits
 
 
 def _sample(scores, temperature: float, top_p: float):

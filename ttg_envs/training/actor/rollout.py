@@ -19,7 +19,17 @@ from ...agents.window import PromptWindow
 from ...core import Generation
 from ...wrappers.progress_meter import step_all
 
-__all__ = ["Episode", "HFGenerator", "TokenGenerator", "VLLMGenerator", "cache_kwarg", "chat_prompt_ids", "nan_where_none", "run_episodes"]
+__all__ = [
+    "Episode",
+    "HFGenerator",
+    "TokenGenerator",
+    "VLLMGenerator",
+    "cache_kwarg",
+    "chat_head_ids",
+    "chat_prompt_ids",
+    "nan_where_none",
+    "run_episodes",
+]
 
 
 @dataclass
@@ -259,6 +269,18 @@ def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+def chat_head_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
+    """Token ids of the transcript's head (:func:`~ttg_envs.agents.window.split_turns`: the
+    messages before the first assistant message) through the chat template, without the
+    assistant prompt: a prefix of every windowed prompt of the episode when the template renders
+    messages one after another (the caller checks)."""
+    from ...agents.window import split_turns
+
+    head = split_turns(messages)[0]
+    text = tokenizer.apply_chat_template(list(head), tokenize=False, add_generation_prompt=False)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def run_episodes(
     envs: Sequence[gym.Env],
     generator: TokenGenerator,
@@ -301,10 +323,20 @@ def run_episodes(
     if keeps:
         for episode in episodes:
             episode.logprobs = []
+    # A generator that shares heads runs each task's head (system prompt and statement, kept by
+    # every window) once per call of this function, not once per rollout and turn.
+    shares = keeps and getattr(generator, "shares_heads", False)
+    head_ids = [chat_head_ids(tokenizer, env.unwrapped.messages) for env in envs] if shares else []
+    head_cache: dict = {}
     live = list(range(len(episodes)))
     while live:
         prompts = [prompt_ids(envs[i].unwrapped.messages) for i in live]
-        if keeps:
+        if shares:
+            heads = [len(head_ids[i]) if prompt[: len(head_ids[i])] == head_ids[i] else 0 for i, prompt in zip(live, prompts)]
+            actions, logprobs = generator.generate_with_logprobs(
+                prompts, max_tokens_per_turn, temperature, top_p, heads=heads, head_cache=head_cache
+            )
+        elif keeps:
             actions, logprobs = generator.generate_with_logprobs(prompts, max_tokens_per_turn, temperature, top_p)
         else:
             actions, logprobs = generator.generate(prompts, max_tokens_per_turn, temperature, top_p), [None] * len(live)

@@ -162,7 +162,8 @@ class Trainer:
     Attributes:
         keep_sampler_logprobs: use the sampler's kept log-probs as pi_old when they are the
             trained model's (True); False recomputes them.
-        share_prefix: run the prompt prefix a micro-batch shares once (False; equal results).
+        share_prefix: run the prompt prefix a micro-batch shares once (True; equal results to
+            float rounding).
     """
 
     def __init__(
@@ -199,11 +200,12 @@ class Trainer:
         self.out_dir = Path(self.config.out_dir)
         self._envs: list[Any] = []
         self._pool: np.ndarray | None = None
-        # Prefix sharing is off by default: on 2 CPU
-        # cores it measured slower (bench_trainer.py: the suffix pass over a cache needs an explicit
-        # attention mask, so it loses the causal kernel the plain right-padded pass gets).
+        # Prefix sharing halves the training passes' CPU time on one torch thread (a micro-batch's
+        # rows are one task's: its ~230-token head runs once). On two threads of a loaded 2-core
+        # machine it measured slower, the thread contention then dominating every small op
+        # (bench_trainer.py).
         self.keep_sampler_logprobs = True
-        self.share_prefix = False
+        self.share_prefix = True
         self._said_recompute = False
 
     # ------------------------------------------------------------------ the loop
@@ -422,7 +424,7 @@ class Trainer:
         out: list[list[float] | None] = [None] * len(rows)
         was_training = model.training
         model.eval()
-        with torch.no_grad():
+        with torch.inference_mode():
             for chunk in self._micro_batches(rows, range(len(rows))):
                 logp, _, mask = self._forward(model, [rows[i] for i in chunk], with_entropy=False)
                 for j, i in enumerate(chunk):
@@ -524,7 +526,7 @@ class Trainer:
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):
         """Action-token log-probs ``[R, A]``, entropies (or None) and mask of rows, right-padded.
 
-        With ``share_prefix`` (off by default, see ``__init__``), the prompt prefix all rows share
+        With ``share_prefix`` (on by default, see ``__init__``), the prompt prefix all rows share
         (a task's system prompt and statement) runs once and its keys and values are repeated for
         every row (gradients flow back through the repeat), unless the model checkpoints
         activations (no cache then).
