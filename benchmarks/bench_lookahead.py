@@ -24,8 +24,9 @@ more often than the short ones, and the least of a few equal steps leaves most o
 processes, one per tree and round, alternating, with ``PYTHONPATH`` set to the tree, so both sets of
 figures come from one run on the same (loaded) machine.
 
-``--clock cpu`` times this process's CPU instead of the wall (no wait for a busy CPU in it; none of
-AWM's app, which runs in its sandbox, so AWM's figures then leave most of its step out).
+Every sample is taken on two clocks at once: the wall, and this process's CPU time (no wait for a
+busy CPU in it; none of AWM's app, which runs in its sandbox, so AWM's CPU figures leave most of its
+step out). ``--clock wall`` or ``--clock cpu`` prints one clock's tables only (default: both).
 
 Run: ``python benchmarks/bench_lookahead.py [--rounds 3] [--steps 4] [--copies 3] [--clock cpu] [--before /work/main] [--envs AWM tau2]``.
 """
@@ -61,15 +62,22 @@ FIELDS = (
 )
 
 
-#: The clock of every figure: wall time, or with ``--clock cpu`` this process's CPU time (no wait
+#: Every figure is taken on both clocks at once: wall time, and this process's CPU time (no wait
 #: for a busy CPU in it, and none of another process's work: AWM's app runs in its sandbox).
-_CLOCK = time.perf_counter
+CLOCKS = ("wall", "cpu")
 
 
-def _ms(fn) -> tuple[float, object]:
-    start = _CLOCK()
+class _Ms(tuple):
+    """One sample (ms) on each of :data:`CLOCKS`; samples add clock by clock."""
+
+    def __add__(self, other: tuple) -> _Ms:  # type: ignore[override]
+        return _Ms(a + b for a, b in zip(self, other))
+
+
+def _ms(fn) -> tuple[_Ms, object]:
+    wall, cpu = time.perf_counter(), time.process_time()
     out = fn()
-    return 1e3 * (_CLOCK() - start), out
+    return _Ms((1e3 * (time.perf_counter() - wall), 1e3 * (time.process_time() - cpu))), out
 
 
 def _next_task(options: dict, i: int) -> dict:
@@ -88,8 +96,8 @@ def _meter(env_id: str, kind: str):
     return ScriptedMeter(lambda history: (True, 100))
 
 
-def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str, dict[str, list[float]]]:
-    """One env's samples (ms) along the first ``steps`` non-final states of its policy's episode.
+def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """One env's samples (ms, per clock of :data:`CLOCKS`) along the first ``steps`` non-final states of its policy's episode.
 
     Every timed step is a second visit of its transition: an untimed step in a branch goes first.
     ALFWorld caches successors per game, so a first visit costs more than any later one, whoever
@@ -117,14 +125,16 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
     naturals = [make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs) for _ in range(copies)]
     policy = make_policy(env_id, policy_name, seed=0)
     selector = GuidedSelector(None, k=4)
-    out: dict[str, dict[str, list[float]]] = {f: {"first": [], "best": []} for f in FIELDS}
+    out = {clock: {f: {"first": [], "best": []} for f in FIELDS} for clock in CLOCKS}
+    done = out["wall"]["plain step"]["first"]  # the states measured so far
 
-    def add(samples: dict[str, list[float]]) -> None:
-        for field, values in samples.items():
-            out[field]["first"].append(values[0])
-            out[field]["best"].append(min(values))
+    def add(samples: dict[str, list[_Ms]]) -> None:
+        for c, clock in enumerate(CLOCKS):
+            for field, values in samples.items():
+                out[clock][field]["first"].append(values[0][c])
+                out[clock][field]["best"].append(min(v[c] for v in values))
 
-    def guided(metered, text: str) -> float:
+    def guided(metered, text: str) -> _Ms:
         candidates = [text + " " * i for i in range(4)]  # four distinct texts, each tried in its own branch
         gc.collect()
         choose, chosen = _ms(lambda: selector.choose(metered, candidates))
@@ -134,7 +144,7 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
     # ``steps`` states (PaperSearchQA's: a search, then the answer) go on with the next task.
     passes = [(True, options)] + [(False, _next_task(options, i)) for i in range(steps)]
     for warm_up, options in passes:
-        if not warm_up and len(out["plain step"]["first"]) >= steps:
+        if not warm_up and len(done) >= steps:
             break
         for env in (*plains, *metereds):
             env.reset(options=options)
@@ -150,7 +160,7 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
             plain.reset(options=options)
         for env in naturals:
             env.reset(options=options)
-        for _ in range(1 if warm_up else steps - len(out["plain step"]["first"])):
+        for _ in range(1 if warm_up else steps - len(done)):
             action = policy(plain)
             text = getattr(action, "text", action)
             visit = plain.branch()  # the untimed first visit
@@ -158,7 +168,7 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
             visit.close()
             if result[2] or result[3]:
                 break  # the final step (a verifier, tau2's evaluator) is not a step like the others
-            samples: dict[str, list[float]] = {f: [] for f in FIELDS if not f.startswith("reset")}
+            samples: dict[str, list[_Ms]] = {f: [] for f in FIELDS if not f.startswith("reset")}
             for _ in range(copies):
                 twin = plain.branch()
                 ms, child = _ms(twin.branch)
@@ -184,9 +194,9 @@ def run_here(names: list[str], steps: int, meter_kind: str, copies: int) -> dict
     return {name: measure(name, steps, meter_kind, copies) for name in names}
 
 
-def _child(tree: str, names: list[str], steps: int, meter_kind: str, copies: int, clock: str) -> dict:
+def _child(tree: str, names: list[str], steps: int, meter_kind: str, copies: int) -> dict:
     env = {**os.environ, "PYTHONPATH": tree}
-    argv = [sys.executable, __file__, "--json", "--steps", str(steps), "--meter", meter_kind, "--copies", str(copies), "--clock", clock]
+    argv = [sys.executable, __file__, "--json", "--steps", str(steps), "--meter", meter_kind, "--copies", str(copies)]
     argv += ["--envs", *names]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -194,12 +204,12 @@ def _child(tree: str, names: list[str], steps: int, meter_kind: str, copies: int
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _merge(rounds: list[dict], kind: str) -> dict[str, dict[str, float]]:
+def _merge(rounds: list[dict], kind: str, clock: str) -> dict[str, dict[str, float]]:
     merged: dict[str, dict[str, float]] = {}
     for name in rounds[0]:
         merged[name] = {}
         for field in FIELDS:
-            samples = [x for r in rounds for x in r[name][field][kind]]
+            samples = [x for r in rounds for x in r[name][clock][field][kind]]
             merged[name][field] = statistics.median(samples) if samples else float("nan")
     return merged
 
@@ -226,11 +236,14 @@ def main() -> None:
     parser.add_argument("--meter", choices=("scripted", "shipped"), default="scripted")
     parser.add_argument("--before", metavar="TREE", help="also measure this checkout (interleaved child processes)")
     parser.add_argument("--copies", type=int, default=3, help="lockstep stacks (and branches) per figure; the table of the least of them")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or this process's CPU time")
+    parser.add_argument(
+        "--clock",
+        choices=(*CLOCKS, "both"),
+        default="both",
+        help="the tables to print: wall time, this process's CPU time, or both (each taken in the same run)",
+    )
     parser.add_argument("--json", action="store_true", help="print this process's samples as JSON (one round)")
     args = parser.parse_args()
-    global _CLOCK
-    _CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.json:
         print(json.dumps(run_here(args.envs, args.steps, args.meter, args.copies)))
         return
@@ -239,10 +252,12 @@ def main() -> None:
     rounds: dict[str, list[dict]] = {label: [] for label in trees}
     for _ in range(args.rounds):
         for label, tree in trees.items():
-            rounds[label].append(_child(tree, args.envs, args.steps, args.meter, args.copies, args.clock))
-    for kind, what in (("first", "one sample per state"), ("best", f"least of {args.copies} lockstep copies per state")):
-        figures = {label: _merge(r, kind) for label, r in rounds.items()}
-        print(f"\n=== {what}")
+            rounds[label].append(_child(tree, args.envs, args.steps, args.meter, args.copies))
+    clocks = CLOCKS if args.clock == "both" else (args.clock,)
+    for clock, kind in ((clock, kind) for clock in clocks for kind in ("first", "best")):
+        what = "one sample per state" if kind == "first" else f"least of {args.copies} lockstep copies per state"
+        figures = {label: _merge(r, kind, clock) for label, r in rounds.items()}
+        print(f"\n=== {clock} clock, {what}")
         for label, f in figures.items():
             _table(f"{label} ({trees[label]})", f)
         if args.before:

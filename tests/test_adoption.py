@@ -18,6 +18,7 @@ from ttg_envs.wrappers.token_counter import TokenCounter
 
 ENVS = {
     "alfworld": ("ttg/ALFWorld-v0", {"split": "valid_seen"}, {"task_index": 0}, "expert"),
+    "awm": ("ttg/AWM-v0", {}, {"task_id": "crm_1/0"}, "expert"),
     "papersearchqa": ("ttg/PaperSearchQA-v0", {}, {"task_index": 0}, "expert"),
     "bfcl": ("ttg/BFCL-v0", {"split": "multi_turn"}, {"task_index": 0}, "gold"),
     "tau2": ("ttg/Tau2-v0", {"domain": "retail", "user": "gold"}, {"task_index": 0}, "gold"),

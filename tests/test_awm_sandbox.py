@@ -391,15 +391,16 @@ def env(dataset):
 
 
 class _Side:
-    """Where an attack runs: the episode itself, or a branch forked from the episode's running app.
+    """Where an attack runs: the episode itself, a branch forked from the episode's running app, or
+    the episode after a guided step adopted such a branch (its workspace and app are the branch's).
 
     ``open()`` gives the env to attack (its counter at ``base``), ``stop()`` stops its app (a reset
     of the episode; closing the branch), ``intact()`` checks the episode afterwards.
     """
 
     def __init__(self, env, kind: str):
-        self.env, self.kind, self.target = env, kind, None
-        self.base = 1 if kind == "branch" else 0
+        self.env, self.kind, self.target, self.stopped = env, kind, None, False
+        self.base = {"episode": 0, "branch": 1, "adopted": 3}[kind]
 
     def open(self):
         _fresh(self.env)
@@ -407,23 +408,35 @@ class _Side:
             self.target = self.env
             return self.env
         assert _call(self.env, "bump") == {"n": 1}  # the app runs, so the branch forks it
+        if self.kind == "adopted":
+            text = call_text("bump", {})
+            trial = branch(self.env, "snapshot")
+            trial.step(text)
+            assert self.env.offer_step(trial)
+            self.env.step(text)
+            assert self.env._workspace is trial._workspace and _call(self.env, "bump") == {"n": 3}
+            self.target = self.env
+            return self.env
         self.target = branch(self.env, "snapshot")
         assert self.target.unwrapped._workspace.app is not None
         return self.target
 
     def stop(self) -> None:
-        if self.kind == "episode":
+        self.stopped = True
+        if self.kind != "branch":
             _fresh(self.env)
         elif self.target is not None:
             self.target.close()
             self.target = None
 
     def intact(self) -> None:
-        # After stop(): a reset episode counts from 0; the branch's original still holds its own 1.
-        assert _call(self.env, "bump") == {"n": 1 if self.kind == "episode" else 2}
+        # A reset episode counts from 0 (an episode not reset goes on from base); the branch's
+        # original still holds its own 1.
+        expected = 2 if self.kind == "branch" else 1 if self.stopped else self.base + 1
+        assert _call(self.env, "bump") == {"n": expected}
 
 
-@pytest.fixture(params=["episode", "branch"])
+@pytest.fixture(params=["episode", "branch", "adopted"])
 def side(env, request):
     side = _Side(env, request.param)
     yield side

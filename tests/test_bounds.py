@@ -414,3 +414,33 @@ def test_state_copies_never_recurse_and_keep_sharing_and_cycles():
     for _ in range(20_000):
         copied = copied[0]
     assert copied == 1
+
+
+def test_forked_backends_share_instances_until_a_call_and_never_leak_changes():
+    # Backends.fork shares every stateful instance (copy on write): each side copies one before its
+    # first call into it, so neither side's calls, undone steps or sources reach the other.
+    backends = _fs()
+    backends.execute(ToolCall("cd", {"folder": "w"}))
+    start = backends.state_digest()
+    fork = backends.fork()
+    assert fork.instances["GorillaFileSystem"] is backends.instances["GorillaFileSystem"]
+    fork.execute(ToolCall("mkdir", {"dir_name": "only_in_fork"}))
+    assert fork.instances["GorillaFileSystem"] is not backends.instances["GorillaFileSystem"]
+    assert backends.state_digest() == start and fork.state_digest() != start
+    backends.execute(ToolCall("touch", {"file_name": "only_in_original.txt"}))
+    assert "only_in_original.txt" not in fork.execute(ToolCall("ls", {}))
+    assert "only_in_fork" not in backends.execute(ToolCall("ls", {}))
+    # A step undone on a fork goes back to the shared state, which stays as it was.
+    again = backends.fork()
+    before = again.state_digest()
+    with pytest.raises(BoundExceeded, match="bound on state depth"), again.atomic():
+        for i in range(200):
+            again.execute(ToolCall("mkdir", {"dir_name": f"d{i}"}))
+            again.execute(ToolCall("cd", {"folder": f"d{i}"}))
+    assert again.state_digest() == before
+    # A source that reaches an instance past the public method table (a private method, named by
+    # the instance's own name) copies it too.
+    third, start = backends.fork(), backends.state_digest()
+    result = third.execute_source("ttg_instance_GorillaFileSystem._load_scenario({'root': {'z': {'type': 'directory', 'contents': {}}}})")
+    assert "Error" not in result and third.state_digest() != start
+    assert backends.state_digest() == start

@@ -200,6 +200,40 @@ def test_history_key():
     assert history_key(transcript(2)) != history_key(transcript(3))
 
 
+def _whole_json(history) -> str:
+    """A history as one JSON text, as its key was hashed before messages' hashes were remembered."""
+    import json
+
+    return json.dumps(list(history), sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def test_history_key_follows_the_whole_history_and_is_never_stale():
+    from collections import OrderedDict
+
+    calls = [{"id": "c1", "function": {"name": "f", "arguments": '{"x": 1}'}}]
+    history = transcript(2) + [
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "content": "ünïcode \u2603 \n", "tool_call_id": "c1", "n": 3, "f": 0.5, "ok": True},
+        OrderedDict(role="user", content="an ordered dict"),
+    ]
+    branch = [dict(m) for m in history]  # a branch's copies hold the same strings
+    assert history_key(branch) == history_key(history)
+    assert history_key(history[:-1]) != history_key(history) != history_key(history[:1] + history[2:])
+    # A changed message changes the key: in place (a new string), or in a nested list the memo must not trust.
+    versions = [history_key(branch)]
+    branch[2]["content"] = "action number 0 (edited)"
+    versions.append(history_key(branch))
+    calls[0]["function"]["name"] = "g"
+    versions.append(history_key(branch))
+    branch[2]["content"] = "action number 0"  # an equal string, another object: the first key again
+    calls[0]["function"]["name"] = "f"
+    versions.append(history_key(branch))
+    assert versions[0] == versions[3] == history_key(history) and len(set(versions)) == 3
+    texts = [_whole_json(h) for h in (history, branch, history[:-1], transcript(2), transcript(3))]
+    keys = [history_key(h) for h in (history, branch, history[:-1], transcript(2), transcript(3))]
+    assert all((a == b) == (x == y) for a, x in zip(texts, keys) for b, y in zip(texts, keys))
+
+
 def test_scripted_meter_parses_strings():
     meter = ScriptedMeter(lambda h: "not json")
     assert meter.estimate([transcript(0)])[0].valid is False

@@ -53,10 +53,37 @@ class ProgressMeter(Protocol):
         ...
 
 
+_JSON = {"sort_keys": True, "ensure_ascii": False, "default": str, "separators": (",", ":")}
+#: Values a message's digest may be remembered by: their identity fixes their text.
+_IMMUTABLE = (str, int, float, bool, type(None))
+#: Message digests by the identities of the message's values (kept, so the ids stay theirs).
+_DIGESTS: dict[tuple[tuple, tuple], tuple[tuple, bytes]] = {}
+_DIGESTS_SIZE = 8192
+
+
+def _message_digest(message: Any) -> bytes:
+    """The hash of ``json.dumps(message, sort_keys=True, ...)``, remembered for a plain dict whose
+    values are all immutable: a branch's copy of a message holds the same strings, so the key of a
+    trial's history hashes only its new messages (and those with tool-call lists)."""
+    remember = type(message) is dict and all(type(v) in _IMMUTABLE for v in message.values())
+    if remember:
+        values = tuple(message.values())
+        ident = (tuple(message), tuple(map(id, values)))
+        hit = _DIGESTS.get(ident)
+        if hit is not None and all(a is b for a, b in zip(hit[0], values)):
+            return hit[1]
+    digest = hashlib.blake2b(json.dumps(message, **_JSON).encode("utf-8"), digest_size=16).digest()
+    if remember:
+        if len(_DIGESTS) >= _DIGESTS_SIZE:
+            _DIGESTS.clear()
+        _DIGESTS[ident] = (values, digest)
+    return digest
+
+
 def history_key(history: History) -> str:
-    """A stable hash of a history (message order, roles, contents, tool calls)."""
-    blob = json.dumps(list(history), sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
-    return hashlib.blake2b(blob.encode("utf-8"), digest_size=16).hexdigest()
+    """A stable hash of a history (message order, roles, contents, tool calls): of the sequence of
+    its messages' JSON hashes, so equal histories, and only they, share a key."""
+    return hashlib.blake2b(b"".join(_message_digest(m) for m in history), digest_size=16).hexdigest()
 
 
 class CachedMeter:

@@ -580,6 +580,20 @@ class AWMEnv(ToolEnv):
         if source.sandbox is self._workspace.sandbox and self._answer is None:
             self._workspace.fork_from(source.app, self.tool_timeout)
 
+    def _adopt(self, branch: AWMEnv) -> bool:
+        # The branch's workspace (its episode folder, database and running app, in the same
+        # sandbox) becomes this env's; this env's own is closed, as the branch's close would have.
+        ws = branch._workspace
+        if ws.sandbox is not self._workspace.sandbox or ws._closed:
+            return False
+        branch._finalizer.detach()
+        self._finalizer.detach()
+        old, self._workspace = self._workspace, ws
+        self._finalizer = weakref.finalize(self, ws.close)
+        self._answer = branch._answer
+        old.close()
+        return True
+
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
         clone._workspace = _Workspace(self._workspace.sandbox)

@@ -17,6 +17,7 @@ import importlib
 import inspect
 import json
 import random
+import re
 import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -27,6 +28,9 @@ from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, r
 from ...tools.statecopy import copy_state
 from ...tools.worker import call_with_deadline
 from .data import bfcl_module
+
+#: Identifier-like words of a call source (what :meth:`Backends.execute_source` may reach).
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Backends:
@@ -62,6 +66,9 @@ class Backends:
         self.owner: dict[str, str] = {}
         self._saved: dict[str, dict[str, Any]] | None = None
         self._step_start: float | None = None
+        #: Instances shared with a :meth:`fork` (or the backends it came from): never changed in
+        #: place; copied here before this side's first call into them.
+        self._borrowed: set[str] = set()
         for class_name in involved_classes:
             cls = getattr(importlib.import_module(config.CLASS_FILE_PATH_MAPPING[class_name]), class_name)
             instance = cls()
@@ -89,13 +96,18 @@ class Backends:
         problem = value_problem(call.arguments)
         if problem:
             raise BoundExceeded(f"the call was not run: {problem}")
-        return self._stateful([class_name], lambda: self._run(method, call.arguments), ("method", class_name, call.name, call.arguments))
+        # The method of the instance as it is when the call runs (this side's own copy by then).
+        return self._stateful(
+            [class_name],
+            lambda: self._run(getattr(self.instances[class_name], call.name), call.arguments),
+            ("method", class_name, call.name, call.arguments),
+        )
 
     def execute_source(self, source: str) -> str:
         """Run one harness call string (official scoring, :func:`.harness.execute_call_source`) under the
         same rules as :meth:`execute`: a call that touches only stateless backends runs in a child with
         the time limit, anything else here with the caller's numeric state restored."""
-        from .harness import execute_call_source
+        from .harness import _INSTANCE_PREFIX, execute_call_source
 
         self._check_step_time()
         run = lambda: execute_call_source(source, self.instances, self.owner)  # noqa: E731
@@ -107,6 +119,14 @@ class Backends:
                 return f"Error during execution: {exc}"
             return value if status == "ok" else f"Error during execution: {value[1]}"
         classes = sorted({self.owner[n] for n in names if self.owner.get(n) not in (None, *self.stateless)})
+        if self._borrowed:
+            # Whatever else the source could reach (a method named anywhere in it, passed on
+            # uncalled, or an instance named outright) is this side's own before it runs.
+            words = set(_WORD.findall(source))
+            reached = {self.owner[w] for w in words if w in self.owner} | {
+                c for c in self.instances if c in words or _INSTANCE_PREFIX + c in words
+            }
+            self._own(sorted((reached & self._borrowed) - set(classes)))
         return self._stateful(classes, run, ("source", source))
 
     @contextlib.contextmanager
@@ -134,7 +154,9 @@ class Backends:
         saved = self._saved if self._saved is not None else {}
         for name in classes:
             if name not in saved:
-                saved[name] = copy_state(vars(self.instances[name]))
+                shared = self._own([name])
+                # A shared instance never changes: its attributes are the state to undo to.
+                saved[name] = vars(shared[name]) if name in shared else copy_state(vars(self.instances[name]))
         if self.stateful_timeout is not None and classes:
             result = self._in_worker(classes, op, saved)
         else:
@@ -180,6 +202,28 @@ class Backends:
     def copy(self) -> Backends:
         """An independent deep copy (instances and method table), made without recursion."""
         return copy_state(self)
+
+    def fork(self) -> Backends:
+        """An independent copy that shares every stateful instance with this one until either side
+        calls into it (each side copies an instance before its first call: copy on write), so a
+        branch costs the instances its steps touch, not all of them."""
+        clone = copy.copy(self)
+        clone.instances = dict(self.instances)
+        clone._saved = clone._step_start = None
+        shared = set(self.instances) - self.stateless
+        self._borrowed = self._borrowed | shared
+        clone._borrowed = set(shared)
+        return clone
+
+    def _own(self, names: Sequence[str]) -> dict[str, Any]:
+        """Copy the shared ones of ``names`` for this side; the shared objects they replaced, by name."""
+        replaced = {}
+        for name in names:
+            if name in self._borrowed:
+                replaced[name] = self.instances[name]
+                self.instances[name] = copy_state(replaced[name])
+                self._borrowed.discard(name)
+        return replaced
 
     def state_digest(self) -> str:
         """A hash of every instance's attributes, wall-clock timestamps left out (they differ between

@@ -229,9 +229,10 @@ class BFCLEnv(ToolEnv):
         if episode is None:
             return (None,)
         # The tool list is shared: its tools are frozen and a turn that adds some makes a new list
-        # (copying their schemas was most of a branch's cost).
-        copied = copy_state(replace(episode, tools=[]))
-        copied.tools = episode.tools
+        # (copying their schemas was most of a branch's cost). The backends share their instances
+        # until either side calls into one (``Backends.fork``: copy on write).
+        copied = copy_state(replace(episode, tools=[], model=None, truth=None))
+        copied.tools, copied.model, copied.truth = episode.tools, episode.model.fork(), episode.truth.fork()
         return (copied,)
 
     def _restore(self, snapshot: tuple[_Episode | None]) -> None:
