@@ -6,6 +6,13 @@ and writes ``ttg``, ``ttg_can_complete``, ``ttg_valid`` and ``ttg_cost``; every 
 anchored to 0 on success and to C on failure or truncation (eq. 7), and ``ttg`` is then 0 or None.
 An invalid meter answer counts as a failure prediction (cost C, ``ttg_valid`` False), so a
 selector never prefers an unreadable branch; trainers check ``ttg_valid`` (paper Algorithm 1).
+
+With ``carry_noops`` (off by default), on an env that declares its task state
+(``TextEnv.declares_task_state``, ALFWorld), a step that leaves ``task_state_key()`` unchanged is not
+scored: the remaining work after it is the remaining work before it, so the previous estimate is
+carried (v_{t+1} = v_t, ``ttg_delta`` 0: the tokens the step spent are its only cost) and
+``ttg_carried`` is True. This is the one place meter outputs become ``ttg`` / ``ttg_delta``, so the
+guided selector, the trainer's credit and ``ttg eval-meter`` all see the carried values.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ class ProgressMeterWrapper(BranchableWrapper):
         env: the env (any stack over a ``TextEnv``); usually over a ``TokenCounter``.
         meter: a :class:`~ttg_envs.meters.base.ProgressMeter` (see ``load_meter``).
         failure_cost: C of eq. 7 (default: paper table 4 for the env, from its ``EnvRecord``).
+        carry_noops: carry the estimate across steps that leave the env's ``task_state_key()``
+            unchanged instead of asking the meter (see the module docstring); needs an env that
+            declares its task state (``declares_task_state``; ALFWorld), else ``ValueError``.
 
     A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
     turn limit) is set to count turns left from this env's ``max_steps``.
@@ -58,12 +68,17 @@ class ProgressMeterWrapper(BranchableWrapper):
         estimates: the meter's :class:`Estimate` for h_0..h_t (None for the anchored final state).
 
     Info: at reset ``ttg``, ``ttg_can_complete``, ``ttg_valid``, ``ttg_cost`` (c_0); every step
-    the same for the new state plus ``ttg_delta``.
+    the same for the new state plus ``ttg_delta``; with ``carry_noops`` also ``ttg_carried``.
     """
 
-    def __init__(self, env: gym.Env, meter: ProgressMeter, failure_cost: float | None = None):
+    def __init__(self, env: gym.Env, meter: ProgressMeter, failure_cost: float | None = None, carry_noops: bool = False):
         super().__init__(env)
+        if carry_noops and not getattr(env.unwrapped, "declares_task_state", False):
+            raise ValueError(
+                f"carry_noops needs an env that declares its task state (task_state_key); {type(env.unwrapped).__name__} declares none"
+            )
         self.meter = meter
+        self.carry_noops = bool(carry_noops)
         self.failure_cost = float(failure_cost) if failure_cost is not None else default_failure_cost(env)
         # A budget-aware meter counts turns left from this env's limit.
         limit = getattr(env.unwrapped, "max_steps", None)
@@ -71,6 +86,8 @@ class ProgressMeterWrapper(BranchableWrapper):
             meter.turn_limit = int(limit)
         self.costs: list[float] = []
         self.estimates: list[Estimate | None] = []
+        #: ``task_state_key()`` of h_0..h_t (kept with ``carry_noops`` only).
+        self.task_keys: list[str | None] = []
         self._defer = False
         self._pending: dict[str, Any] | None = None
 
@@ -80,20 +97,24 @@ class ProgressMeterWrapper(BranchableWrapper):
         estimate = self.meter.estimate([self.history])[0]
         self.costs = [float(estimate_costs([estimate], self.failure_cost)[0])]
         self.estimates = [estimate]
+        self.task_keys = [self._task_key()]
         info.update(self._fields(estimate, self.costs[0]))
         return obs, info
 
     def step(self, action: str | Generation):
         """Step the env, then score the new history (or anchor it if the episode ended)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        key = self._task_key()
         if terminated or truncated:
             success = bool(info.get("success", False))
-            self._record(None, anchored_cost(success, self.failure_cost), info, can_complete=success)
+            self._record(None, anchored_cost(success, self.failure_cost), info, can_complete=success, key=key)
+        elif self.carry_noops and key == self.task_keys[-1] and self.estimates[-1] is not None:
+            self._record(self.estimates[-1], None, info, key=key, carried=True)
         elif self._defer:
             # Messages are never changed once in the transcript: a copy of the list is a snapshot.
-            self._pending = {"history": list(self.history), "info": info}
+            self._pending = {"history": list(self.history), "info": info, "key": key}
         else:
-            self._record(self.meter.estimate([self.history])[0], None, info)
+            self._record(self.meter.estimate([self.history])[0], None, info, key=key)
         return obs, reward, terminated, truncated, info
 
     @property
@@ -110,25 +131,38 @@ class ProgressMeterWrapper(BranchableWrapper):
         clone = super().branch_onto(inner)
         clone.costs = list(self.costs)
         clone.estimates = list(self.estimates)
+        clone.task_keys = list(self.task_keys)
         clone._defer = False
         clone._pending = None
         return clone
 
     # -------------------------------------------------------------- internals
+    def _task_key(self) -> str | None:
+        return self.env.unwrapped.task_state_key() if self.carry_noops else None
+
     def _record(
-        self, estimate: Estimate | None, anchored: float | None, info: dict[str, Any], can_complete: bool = False
+        self,
+        estimate: Estimate | None,
+        anchored: float | None,
+        info: dict[str, Any],
+        can_complete: bool = False,
+        key: str | None = None,
+        carried: bool = False,
     ) -> dict[str, Any]:
         cost = float(estimate_costs([estimate], self.failure_cost)[0]) if estimate is not None else float(anchored)
         fields = self._fields(estimate, cost, can_complete)
         fields["ttg_delta"] = self.costs[-1] - cost
+        if self.carry_noops:
+            fields["ttg_carried"] = carried
         self.costs.append(cost)
         self.estimates.append(estimate)
+        self.task_keys.append(key)
         info.update(fields)
         return fields
 
     def _resolve(self, estimate: Estimate) -> dict[str, Any]:
         pending, self._pending = self._pending, None
-        return self._record(estimate, None, pending["info"])
+        return self._record(estimate, None, pending["info"], key=pending.get("key"))
 
     @staticmethod
     def _fields(estimate: Estimate | None, cost: float, can_complete: bool = False) -> dict[str, Any]:

@@ -52,6 +52,9 @@ class MeterReport:
     per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: :class:`NoOpReport` as a dict, when ``eval-meter`` ran the no-op check (envs with a planner).
     noop: dict[str, Any] | None = None
+    #: With ``eval-meter --carry-noops``: this report's step figures (its scalar fields and
+    #: ``steps``) with the estimate carried across steps that left the task state unchanged.
+    carried: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -185,8 +188,28 @@ def label_gold_path(
             env.close()
 
 
+def task_state_unchanged(trajectory: Trajectory, env: Any) -> list[bool]:
+    """For each action of ``trajectory``, whether it left ``env``'s ``task_state_key()`` as it was
+    (by replaying it; ``env``: an env that declares its task state, whose tasks include the trajectory's)."""
+    base = env.unwrapped
+    base.reset(seed=0, options={"task_id": trajectory.task["id"]})
+    keys = [base.task_state_key()]
+    for i in trajectory.actions[: trajectory.num_steps]:
+        _, _, terminated, truncated, _ = base.step(trajectory.messages[i]["content"])
+        keys.append(base.task_state_key())
+        if terminated or truncated:
+            break
+    return [a == b for a, b in zip(keys, keys[1:])]
+
+
 def evaluate_meter(
-    meter: ProgressMeter, trajectories: Sequence[Trajectory], *, failure_cost: float, batch_size: int = 64, progress: bool = True
+    meter: ProgressMeter,
+    trajectories: Sequence[Trajectory],
+    *,
+    failure_cost: float,
+    batch_size: int = 64,
+    progress: bool = True,
+    carried: Sequence[Sequence[bool]] | None = None,
 ) -> MeterReport:
     """Score every prefix h_0..h_T of ``trajectories`` and measure the meter.
 
@@ -195,6 +218,9 @@ def evaluate_meter(
     - token accuracy: mean u over the prefixes of successful trajectories (0 when the meter
       predicts failure or answers invalidly);
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
+
+    ``carried[i][t]`` True: action t of trajectory i left the task state unchanged, so the estimate
+    after it is the one before it (what ``ProgressMeterWrapper(carry_noops=True)`` writes).
     """
     from ...bars import progress_bar
 
@@ -207,6 +233,9 @@ def evaluate_meter(
     groups: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for ti, traj in enumerate(trajectories):
         ests = [estimates[(ti, t)] for t in range(traj.num_steps + 1)]
+        for t, same in enumerate(carried[ti] if carried is not None else ()):
+            if same and t + 1 < len(ests):
+                ests[t + 1] = ests[t]
         for key in ("all", traj.policy):
             g = groups[key]
             for t, est in enumerate(ests[:-1]):
@@ -285,7 +314,10 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
                 f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
                 pct(r.balanced_step_accuracy),
                 f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})",
-                "-" if not r.noop or r.noop["rate"] is None else f"{pct(r.noop['rate'])} of {r.noop['states']}",
+                "-"
+                if not r.noop or r.noop["rate"] is None
+                else f"{pct(r.noop['rate'])} of {r.noop['states']}"
+                + (f" (carried {pct(r.noop['carried_rate'])})" if r.noop.get("carried_rate") is not None else ""),
             )
             for name, r in reports.items()
         ),
@@ -309,6 +341,10 @@ class NoOpReport:
         noop_ties_best: states where the largest no-op delta equals the best command's.
         rate: ``noop_above_best / states``.
         by_command: how often each no-op verb was the one ranked above.
+        carried_above_best, carried_ties_best, carried_rate: the same counts with the estimate
+            carried across steps that leave the env's ``task_state_key()`` unchanged
+            (``ProgressMeterWrapper(carry_noops=True)``: such a step's ``ttg_delta`` is 0, every
+            other one's is the meter's); None where the env declares no task state.
     """
 
     states: int = 0
@@ -316,6 +352,9 @@ class NoOpReport:
     noop_ties_best: int = 0
     rate: float | None = None
     by_command: dict[str, int] = field(default_factory=dict)
+    carried_above_best: int | None = None
+    carried_ties_best: int | None = None
+    carried_rate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -340,7 +379,8 @@ def noop_preference(
     written as ``respond(command)``, the expert's format) in branches scored by ``meter``. The
     planner's best commands are those after which the plan is shortest (a won step first);
     no-ops are :data:`NOOP_VERBS` commands and invalid ones (ALFWorld's ``help`` and ``look`` set
-    bookkeeping facts, so ``state_key`` changes even for them).
+    bookkeeping facts, so ``state_key`` changes even for them). The raw meter's figures and, where
+    the env declares its task state, the carried ones (``carried_*``) come from the same trials.
     """
     from collections import Counter
 
@@ -357,22 +397,33 @@ def noop_preference(
                 by_split[split] = ProgressMeterWrapper(make_env(env_id, **{"split": split, **(env_kwargs or {})}), meter, failure_cost)
             env = by_split[split]
             _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
+            declared = getattr(env.unwrapped, "declares_task_state", False)
+            # The cost ProgressMeterWrapper(carry_noops=True) would hold here: the meter's estimate of
+            # the last state a step reached that changed the task state (the same history either way).
+            carried_cost = info["ttg_cost"]
             for t, i in enumerate(traj.actions):
                 if t % every == 0:
-                    _noop_state(env, info, respond, report, winners)
+                    _noop_state(env, info, respond, report, winners, carried_cost if declared else None)
+                key = env.unwrapped.task_state_key() if declared else None
                 _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
                 if terminated or truncated:
                     break
+                if not declared or env.unwrapped.task_state_key() != key:
+                    carried_cost = info["ttg_cost"]
     finally:
         for env in by_split.values():
             env.close()
     report.rate = report.noop_above_best / report.states if report.states else None
+    if report.carried_above_best is not None:
+        report.carried_rate = report.carried_above_best / report.states if report.states else None
     report.by_command = dict(winners)
     return report
 
 
-def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any) -> None:
-    """Score every admissible command plus ``help`` from ``env``'s state and count the result in ``report``."""
+def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any, carried_cost: float | None = None) -> None:
+    """Score every admissible command plus ``help`` from ``env``'s state and count the result in
+    ``report``; with ``carried_cost`` (the state's cost with the estimate carried), also as
+    ``ProgressMeterWrapper(carry_noops=True)`` would rank them."""
     from ...wrappers.plan_length import plan_cost
     from ...wrappers.progress_meter import score_actions
 
@@ -382,11 +433,7 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
     deltas = [float(trial.info["ttg_delta"]) for trial in trials]
     best = min(costs)
     best_delta = max(d for d, c in zip(deltas, costs) if c == best)
-    noop_deltas = [
-        (d, command)
-        for d, command, trial in zip(deltas, commands, trials)
-        if command.split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True)
-    ]
+    noop_deltas = [(d, command) for d, command, trial in zip(deltas, commands, trials) if _is_noop(command, trial)]
     if not noop_deltas:
         return
     top, command = max(noop_deltas)
@@ -396,3 +443,16 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
         winners[command.split()[0]] += 1
     elif top == best_delta:
         report.noop_ties_best += 1
+    if carried_cost is not None:
+        # What ProgressMeterWrapper(carry_noops=True) writes: 0 for a step that left the task state as
+        # it was, else the carried cost here minus the meter's cost of the new state.
+        key = env.unwrapped.task_state_key()
+        carried = [0.0 if trial.env.unwrapped.task_state_key() == key else carried_cost - float(trial.info["ttg_cost"]) for trial in trials]
+        best_carried = max(d for d, c in zip(carried, costs) if c == best)
+        top_carried = max(d for d, command, trial in zip(carried, commands, trials) if _is_noop(command, trial))
+        report.carried_above_best = (report.carried_above_best or 0) + (top_carried > best_carried)
+        report.carried_ties_best = (report.carried_ties_best or 0) + (top_carried == best_carried)
+
+
+def _is_noop(command: str, trial: Any) -> bool:
+    return command.split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True)
