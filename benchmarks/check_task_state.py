@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
 
@@ -64,6 +65,7 @@ def main() -> None:
             _, _, terminated, truncated, _ = env.step(policy(env))
             if terminated or truncated:
                 break
+        print(f"task {index}: {counts['same_key']} steps kept the task state, {len(mismatches)} plan changes", file=sys.stderr, flush=True)
     print(
         json.dumps(
             {

@@ -144,3 +144,21 @@ def test_step_figures_with_the_estimate_carried():
     both = evaluate_meter(ScriptedMeter(_help_loving), [traj], failure_cost=16384, progress=False, carried=[carried])
     assert raw.steps["ties"] == 0 and raw.bad_step_accuracy == 0.0
     assert both.steps["ties"] == 2  # no predicted change across either no-op
+
+
+def test_a_budget_aware_meter_carries_the_same_state_at_fewer_turns_left():
+    from ttg_envs.meters import load_meter
+
+    meter = load_meter("ttg/ALFWorld-v0", threads=1)
+    assert meter.budget_aware
+    env = ProgressMeterWrapper(make_env("ttg/ALFWorld-v0", split="valid_seen"), meter, carry_noops=True)
+    _, first = env.reset(seed=0, options={"task_index": 0})
+    start = list(env.unwrapped.messages)
+    assert meter.estimate_at_turns([start], [0])[0].remaining_tokens == first["ttg"]
+    env.step(react("help"))
+    _, _, _, _, info = env.step(react("look"))
+    # The start state's history read with two turns spent: no help or look text reaches the meter.
+    assert info["ttg_carried"] and info["ttg"] == meter.estimate_at_turns([start], [2])[0].remaining_tokens
+    trials = score_actions(env, [react("inventory")])
+    assert trials[0].info["ttg"] == meter.estimate_at_turns([start], [3])[0].remaining_tokens
+    env.close()

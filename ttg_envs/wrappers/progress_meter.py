@@ -6,13 +6,7 @@ and writes ``ttg``, ``ttg_can_complete``, ``ttg_valid`` and ``ttg_cost``; every 
 anchored to 0 on success and to C on failure or truncation (eq. 7), and ``ttg`` is then 0 or None.
 An invalid meter answer counts as a failure prediction (cost C, ``ttg_valid`` False), so a
 selector never prefers an unreadable branch; trainers check ``ttg_valid`` (paper Algorithm 1).
-
-With ``carry_noops`` (off by default), on an env that declares its task state
-(``TextEnv.declares_task_state``, ALFWorld), a step that leaves ``task_state_key()`` unchanged is not
-scored: the remaining work after it is the remaining work before it, so the previous estimate is
-carried (v_{t+1} = v_t, ``ttg_delta`` 0: the tokens the step spent are its only cost) and
-``ttg_carried`` is True. This is the one place meter outputs become ``ttg`` / ``ttg_delta``, so the
-guided selector, the trainer's credit and ``ttg eval-meter`` all see the carried values.
+``carry_noops`` carries the estimate over steps that leave the task state unchanged (see the class).
 """
 
 from __future__ import annotations
@@ -35,6 +29,34 @@ def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.nda
     can = [e.completable for e in estimates]
     remaining = [float(e.remaining_tokens) if e.completable else np.nan for e in estimates]
     return step_costs(can, remaining, False, failure_cost)[:-1]
+
+
+def estimate_idle(meter: ProgressMeter, histories: Sequence[Any], idle: Sequence[int]) -> list[Estimate]:
+    """The meter's estimates for ``histories`` as if ``idle[b]`` more turns had been spent after each:
+    the same task state with fewer turns left (``meter.estimate_at_turns`` where the meter reads the
+    turn limit, its plain estimates otherwise). What ``carry_noops`` carries."""
+    fn = getattr(meter, "estimate_at_turns", None)
+    if fn is not None and getattr(meter, "budget_aware", False):
+        return fn(list(histories), list(idle))
+    return meter.estimate(list(histories))
+
+
+def _reads_turns(meter: ProgressMeter) -> bool:
+    return getattr(meter, "budget_aware", False) and hasattr(meter, "estimate_at_turns")
+
+
+def _score_pending(meter: ProgressMeter, pending: Sequence[dict[str, Any]]) -> list[Estimate]:
+    """Estimates for deferred steps: new histories, and carried ones at their idle turns, one call each."""
+    out: list[Any] = [None] * len(pending)
+    for carried in (False, True):
+        index = [i for i, p in enumerate(pending) if bool(p.get("idle")) == carried]
+        if not index:
+            continue
+        histories = [pending[i]["history"] for i in index]
+        found = estimate_idle(meter, histories, [pending[i]["idle"] for i in index]) if carried else meter.estimate(histories)
+        for i, estimate in zip(index, found):
+            out[i] = estimate
+    return out
 
 
 def anchored_cost(success: bool, failure_cost: float) -> float:
@@ -63,6 +85,16 @@ class ProgressMeterWrapper(BranchableWrapper):
     A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
     turn limit) is set to count turns left from this env's ``max_steps``.
 
+    With ``carry_noops`` (off by default), on an env that declares its task state
+    (``TextEnv.declares_task_state``, ALFWorld), a step that leaves ``task_state_key()`` unchanged is
+    not read by the meter: the remaining work after it is the remaining work before it, so the
+    estimate of the last history that changed the task state is carried (``ttg_carried`` True). A
+    meter blind to the turn limit carries it as it was (v_{t+1} = v_t, ``ttg_delta`` 0, the meter not
+    asked); a budget-aware one is asked about that history with the turns spent since taken off
+    (:func:`estimate_idle`), so ``ttg_delta`` is only its price of one turn fewer and a no-op is
+    compared with moves at the same turns left. This is the one place meter outputs become ``ttg`` /
+    ``ttg_delta``, so the guided selector, the trainer's credit and ``ttg eval-meter`` all see it.
+
     Attributes:
         costs: c_0..c_t of the episode so far (the last one anchored once the episode ended).
         estimates: the meter's :class:`Estimate` for h_0..h_t (None for the anchored final state).
@@ -88,6 +120,8 @@ class ProgressMeterWrapper(BranchableWrapper):
         self.estimates: list[Estimate | None] = []
         #: ``task_state_key()`` of h_0..h_t (kept with ``carry_noops`` only).
         self.task_keys: list[str | None] = []
+        #: With ``carry_noops``: the last history that changed the task state, and the turns spent since.
+        self._anchor: tuple[list[dict[str, Any]], int] = ([], 0)
         self._defer = False
         self._pending: dict[str, Any] | None = None
 
@@ -98,6 +132,7 @@ class ProgressMeterWrapper(BranchableWrapper):
         self.costs = [float(estimate_costs([estimate], self.failure_cost)[0])]
         self.estimates = [estimate]
         self.task_keys = [self._task_key()]
+        self._anchor = (list(self.history), 0) if self.carry_noops else ([], 0)
         info.update(self._fields(estimate, self.costs[0]))
         return obs, info
 
@@ -109,12 +144,22 @@ class ProgressMeterWrapper(BranchableWrapper):
             success = bool(info.get("success", False))
             self._record(None, anchored_cost(success, self.failure_cost), info, can_complete=success, key=key)
         elif self.carry_noops and key == self.task_keys[-1] and self.estimates[-1] is not None:
-            self._record(self.estimates[-1], None, info, key=key, carried=True)
-        elif self._defer:
-            # Messages are never changed once in the transcript: a copy of the list is a snapshot.
-            self._pending = {"history": list(self.history), "info": info, "key": key}
+            anchor, idle = self._anchor[0], self._anchor[1] + 1
+            self._anchor = (anchor, idle)
+            if not _reads_turns(self.meter):  # the turns left do not matter to it: the estimate itself carries
+                self._record(self.estimates[-1], None, info, key=key, carried=True)
+            elif self._defer:
+                self._pending = {"history": anchor, "idle": idle, "info": info, "key": key}
+            else:
+                self._record(estimate_idle(self.meter, [anchor], [idle])[0], None, info, key=key, carried=True)
         else:
-            self._record(self.meter.estimate([self.history])[0], None, info, key=key)
+            if self.carry_noops:
+                self._anchor = (list(self.history), 0)
+            if self._defer:
+                # Messages are never changed once in the transcript: a copy of the list is a snapshot.
+                self._pending = {"history": list(self.history), "info": info, "key": key}
+            else:
+                self._record(self.meter.estimate([self.history])[0], None, info, key=key)
         return obs, reward, terminated, truncated, info
 
     @property
@@ -162,7 +207,7 @@ class ProgressMeterWrapper(BranchableWrapper):
 
     def _resolve(self, estimate: Estimate) -> dict[str, Any]:
         pending, self._pending = self._pending, None
-        return self._record(estimate, None, pending["info"], key=pending.get("key"))
+        return self._record(estimate, None, pending["info"], key=pending.get("key"), carried=bool(pending.get("idle")))
 
     @staticmethod
     def _fields(estimate: Estimate | None, cost: float, can_complete: bool = False) -> dict[str, Any]:
@@ -220,7 +265,7 @@ def score_actions(env: gym.Env, actions: Iterable[str | Generation], method: str
             waiting.append((wrapper, trial))
     if waiting:
         meter = waiting[0][0].meter
-        estimates = meter.estimate([w._pending["history"] for w, _ in waiting])
+        estimates = _score_pending(meter, [w._pending for w, _ in waiting])
         for (wrapper, trial), estimate in zip(waiting, estimates):
             # Outer wrappers may have copied the info dict: update the trial's too.
             trial.info.update(wrapper._resolve(estimate))
@@ -250,7 +295,7 @@ def step_all(envs: Sequence[gym.Env], actions: Sequence[str | Generation]) -> li
         if wrapper._pending is not None:
             waiting.setdefault(id(wrapper.meter), []).append((wrapper, len(results) - 1))
     for group in waiting.values():
-        estimates = group[0][0].meter.estimate([w._pending["history"] for w, _ in group])
+        estimates = _score_pending(group[0][0].meter, [w._pending for w, _ in group])
         for (wrapper, index), estimate in zip(group, estimates):
             wrapper._resolve(estimate)
     return results

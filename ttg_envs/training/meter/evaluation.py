@@ -26,7 +26,7 @@ import numpy as np
 from ..._io import markdown_table
 from ...meters.base import Estimate, ProgressMeter
 from ...wrappers.plan_length import plan_length
-from ...wrappers.progress_meter import estimate_costs
+from ...wrappers.progress_meter import estimate_costs, estimate_idle
 from .datasets import Trajectory, step_labels_from_plan_lengths
 from .grpo import token_accuracy
 
@@ -220,7 +220,8 @@ def evaluate_meter(
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
 
     ``carried[i][t]`` True: action t of trajectory i left the task state unchanged, so the estimate
-    after it is the one before it (what ``ProgressMeterWrapper(carry_noops=True)`` writes).
+    after it is the carried one (:func:`~ttg_envs.wrappers.progress_meter.estimate_idle` of the last
+    history that changed the task state: what ``ProgressMeterWrapper(carry_noops=True)`` writes).
     """
     from ...bars import progress_bar
 
@@ -230,12 +231,24 @@ def evaluate_meter(
         chunk = histories[start : start + batch_size]
         for (ti, t, _), est in zip(chunk, meter.estimate([h for _, _, h in chunk])):
             estimates[(ti, t)] = est
+    if carried is not None:  # carried states: the last history that changed the task state, turns spent since
+        prefixes = {ti: list(traj.prefixes()) for ti, traj in enumerate(trajectories) if any(carried[ti])}
+        asks = []
+        for ti in prefixes:
+            anchor = 0
+            for t, same in enumerate(carried[ti][: trajectories[ti].num_steps]):
+                if same:
+                    asks.append((ti, t + 1, anchor))
+                else:
+                    anchor = t + 1
+        for start in range(0, len(asks), batch_size):
+            chunk = asks[start : start + batch_size]
+            found = estimate_idle(meter, [prefixes[ti][a] for ti, _, a in chunk], [t - a for _, t, a in chunk])
+            for (ti, t, _), est in zip(chunk, found):
+                estimates[(ti, t)] = est
     groups: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for ti, traj in enumerate(trajectories):
         ests = [estimates[(ti, t)] for t in range(traj.num_steps + 1)]
-        for t, same in enumerate(carried[ti] if carried is not None else ()):
-            if same and t + 1 < len(ests):
-                ests[t + 1] = ests[t]
         for key in ("all", traj.policy):
             g = groups[key]
             for t, est in enumerate(ests[:-1]):
@@ -394,22 +407,19 @@ def noop_preference(
         for traj in progress_bar(list(trajectories), desc="no-op check", disable=not progress):
             split = traj.task.get("split", "train")
             if split not in by_split:
-                by_split[split] = ProgressMeterWrapper(make_env(env_id, **{"split": split, **(env_kwargs or {})}), meter, failure_cost)
+                env = ProgressMeterWrapper(make_env(env_id, **{"split": split, **(env_kwargs or {})}), meter, failure_cost)
+                if getattr(env.unwrapped, "declares_task_state", False):
+                    # The raw meter below, the carrying one above it: every trial is scored both ways.
+                    env = ProgressMeterWrapper(env, meter, failure_cost, carry_noops=True)
+                by_split[split] = env
             env = by_split[split]
             _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
-            declared = getattr(env.unwrapped, "declares_task_state", False)
-            # The cost ProgressMeterWrapper(carry_noops=True) would hold here: the meter's estimate of
-            # the last state a step reached that changed the task state (the same history either way).
-            carried_cost = info["ttg_cost"]
             for t, i in enumerate(traj.actions):
                 if t % every == 0:
-                    _noop_state(env, info, respond, report, winners, carried_cost if declared else None)
-                key = env.unwrapped.task_state_key() if declared else None
+                    _noop_state(env, info, respond, report, winners)
                 _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
                 if terminated or truncated:
                     break
-                if not declared or env.unwrapped.task_state_key() != key:
-                    carried_cost = info["ttg_cost"]
     finally:
         for env in by_split.values():
             env.close()
@@ -420,17 +430,20 @@ def noop_preference(
     return report
 
 
-def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any, carried_cost: float | None = None) -> None:
+def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any) -> None:
     """Score every admissible command plus ``help`` from ``env``'s state and count the result in
-    ``report``; with ``carried_cost`` (the state's cost with the estimate carried), also as
-    ``ProgressMeterWrapper(carry_noops=True)`` would rank them."""
+    ``report``; where ``env`` is a carrying meter wrapper over a raw one, both ways."""
+    from ...wrappers import ProgressMeterWrapper
     from ...wrappers.plan_length import plan_cost
     from ...wrappers.progress_meter import score_actions
 
     commands = list(dict.fromkeys([*info["admissible_commands"], "help"]))
     trials = score_actions(env, [respond(c) for c in commands])
     costs = [plan_cost(trial) for trial in trials]
-    deltas = [float(trial.info["ttg_delta"]) for trial in trials]
+    carrying = isinstance(env, ProgressMeterWrapper) and env.carry_noops
+    # The raw meter's change: the inner wrapper's (the carrying one above it wrote the info's).
+    raw = [trial.env.env if carrying else trial.env for trial in trials]
+    deltas = [w.costs[-2] - w.costs[-1] for w in raw]
     best = min(costs)
     best_delta = max(d for d, c in zip(deltas, costs) if c == best)
     noop_deltas = [(d, command) for d, command, trial in zip(deltas, commands, trials) if _is_noop(command, trial)]
@@ -443,11 +456,8 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
         winners[command.split()[0]] += 1
     elif top == best_delta:
         report.noop_ties_best += 1
-    if carried_cost is not None:
-        # What ProgressMeterWrapper(carry_noops=True) writes: 0 for a step that left the task state as
-        # it was, else the carried cost here minus the meter's cost of the new state.
-        key = env.unwrapped.task_state_key()
-        carried = [0.0 if trial.env.unwrapped.task_state_key() == key else carried_cost - float(trial.info["ttg_cost"]) for trial in trials]
+    if carrying:
+        carried = [float(trial.info["ttg_delta"]) for trial in trials]
         best_carried = max(d for d, c in zip(carried, costs) if c == best)
         top_carried = max(d for d, command, trial in zip(carried, commands, trials) if _is_noop(command, trial))
         report.carried_above_best = (report.carried_above_best or 0) + (top_carried > best_carried)
