@@ -126,7 +126,13 @@ def test_noop_check_reports_the_raw_and_the_carried_figure():
     traj = _walk(0, ["help", first])
     expert = make_policy("expert")
     report = noop_preference(
-        ScriptedMeter(_help_loving), "ttg/ALFWorld-v0", [traj], respond=expert.respond, failure_cost=16384, progress=False
+        ScriptedMeter(_help_loving),
+        "ttg/ALFWorld-v0",
+        [traj],
+        respond=expert.respond,
+        failure_cost=16384,
+        progress=False,
+        carry_noops=True,
     )
     assert report.states == 2
     assert report.rate == 1.0 and report.by_command == {"help": 2}  # the raw meter prefers help everywhere

@@ -384,6 +384,7 @@ def noop_preference(
     env_kwargs: dict[str, Any] | None = None,
     every: int = 1,
     progress: bool = True,
+    carry_noops: bool = False,
 ) -> NoOpReport:
     """How often guidance by ``meter`` would prefer doing nothing to the planner's best command.
 
@@ -392,8 +393,9 @@ def noop_preference(
     written as ``respond(command)``, the expert's format) in branches scored by ``meter``. The
     planner's best commands are those after which the plan is shortest (a won step first);
     no-ops are :data:`NOOP_VERBS` commands and invalid ones (ALFWorld's ``help`` and ``look`` set
-    bookkeeping facts, so ``state_key`` changes even for them). The raw meter's figures and, where
-    the env declares its task state, the carried ones (``carried_*``) come from the same trials.
+    bookkeeping facts, so ``state_key`` changes even for them). With ``carry_noops`` (an env that
+    declares its task state), the trials are also scored by ``ProgressMeterWrapper(carry_noops=True)``
+    below the raw one, for the ``carried_*`` figures.
     """
     from collections import Counter
 
@@ -407,11 +409,10 @@ def noop_preference(
         for traj in progress_bar(list(trajectories), desc="no-op check", disable=not progress):
             split = traj.task.get("split", "train")
             if split not in by_split:
-                env = ProgressMeterWrapper(make_env(env_id, **{"split": split, **(env_kwargs or {})}), meter, failure_cost)
-                if getattr(env.unwrapped, "declares_task_state", False):
-                    # The raw meter below, the carrying one above it: every trial is scored both ways.
+                env = make_env(env_id, **{"split": split, **(env_kwargs or {})})
+                if carry_noops:  # the carrying wrapper below the raw one: every trial is scored both ways
                     env = ProgressMeterWrapper(env, meter, failure_cost, carry_noops=True)
-                by_split[split] = env
+                by_split[split] = ProgressMeterWrapper(env, meter, failure_cost)
             env = by_split[split]
             _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
             for t, i in enumerate(traj.actions):
@@ -432,7 +433,7 @@ def noop_preference(
 
 def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any) -> None:
     """Score every admissible command plus ``help`` from ``env``'s state and count the result in
-    ``report``; where ``env`` is a carrying meter wrapper over a raw one, both ways."""
+    ``report``; where a carrying meter wrapper is right below ``env``'s (raw) one, both ways."""
     from ...wrappers import ProgressMeterWrapper
     from ...wrappers.plan_length import plan_cost
     from ...wrappers.progress_meter import score_actions
@@ -440,10 +441,8 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
     commands = list(dict.fromkeys([*info["admissible_commands"], "help"]))
     trials = score_actions(env, [respond(c) for c in commands])
     costs = [plan_cost(trial) for trial in trials]
-    carrying = isinstance(env, ProgressMeterWrapper) and env.carry_noops
-    # The raw meter's change: the inner wrapper's (the carrying one above it wrote the info's).
-    raw = [trial.env.env if carrying else trial.env for trial in trials]
-    deltas = [w.costs[-2] - w.costs[-1] for w in raw]
+    deltas = [float(trial.info["ttg_delta"]) for trial in trials]
+    carrying = isinstance(env.env, ProgressMeterWrapper) and env.env.carry_noops
     best = min(costs)
     best_delta = max(d for d, c in zip(deltas, costs) if c == best)
     noop_deltas = [(d, command) for d, command, trial in zip(deltas, commands, trials) if _is_noop(command, trial)]
@@ -456,8 +455,8 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
         winners[command.split()[0]] += 1
     elif top == best_delta:
         report.noop_ties_best += 1
-    if carrying:
-        carried = [float(trial.info["ttg_delta"]) for trial in trials]
+    if carrying:  # the carrying wrapper's change (the raw one above it wrote the info's)
+        carried = [trial.env.env.costs[-2] - trial.env.env.costs[-1] for trial in trials]
         best_carried = max(d for d, c in zip(carried, costs) if c == best)
         top_carried = max(d for d, command, trial in zip(carried, commands, trials) if _is_noop(command, trial))
         report.carried_above_best = (report.carried_above_best or 0) + (top_carried > best_carried)

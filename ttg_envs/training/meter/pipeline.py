@@ -243,6 +243,7 @@ def evaluate(config: MeterEvalConfig) -> int:
                 failure_cost=failure_cost,
                 env_kwargs=env_kwargs,
                 every=config.noop_every,
+                carry_noops=config.carry_noops,
             )
             reports[name].noop = noop.to_dict()
     table = markdown_report(reports)
