@@ -159,3 +159,10 @@ def test_meter_commands_check_their_specs_first(capsys):
     assert main(["train-meter", "--env", "ttg/BFCL-v0"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("ttg: error: argument --meter: no meter ships") and err[1].startswith("ttg: error: argument --splits:")
+
+
+def test_carry_noops_is_refused_where_the_env_declares_no_task_state(capsys):
+    assert main(["eval", "--env", "ttg/PaperSearchQA-v0", "--conditions", "guided-2", "--carry-noops"]) == 2
+    assert main(["eval-meter", "--env", "ttg/PaperSearchQA-v0", "--meter", "ttg/PaperSearchQA-v0", "--carry-noops"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("ttg: error: argument --carry-noops: ttg/PaperSearchQA-v0 declares no task state") for line in err[:2])

@@ -145,6 +145,10 @@ class TextEnv(gym.Env[str, str]):
     default_max_steps: ClassVar[int] = 50
     #: Longest response ``step`` parses (characters); longer is an invalid step stating the limit.
     max_action_chars: ClassVar[int] = MAX_ACTION_CHARS
+    #: Whether :meth:`task_state_key` is declared: a step that leaves it unchanged leaves the
+    #: remaining work unchanged (ALFWorld). False for the tool envs, where a read-only call can be
+    #: progress (the assistant learns what it needs), so no step there is declared a no-op.
+    declares_task_state: ClassVar[bool] = False
 
     def __init__(self, *, max_steps: int | None = None, render_mode: str | None = None, action_format: str = "strict"):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -195,6 +199,13 @@ class TextEnv(gym.Env[str, str]):
     def _state_key(self) -> str:
         """A hash of the canonical engine state (equal keys mean equal states)."""
         raise NotImplementedError
+
+    def task_state_key(self) -> str | None:
+        """A hash of the state as far as the task is concerned, where the env declares one
+        (:attr:`declares_task_state`; None otherwise): equal keys before and after a step mean the
+        step changed nothing the rest of the task depends on (ALFWorld: the engine's facts without
+        its bookkeeping facts), so the remaining work after it equals the remaining work before."""
+        return None
 
     def _snapshot(self) -> Any:
         """An engine snapshot for branching, or None to branch by replaying the action log."""

@@ -71,6 +71,10 @@ INFO_FIELDS: dict[str, tuple[str, str]] = {
         "ProgressMeterWrapper, every step",
         "c_t - c_{t+1} (paper eq. 8): positive when the action reduced the estimated remaining work.",
     ),
+    "ttg_carried": (
+        "ProgressMeterWrapper with `carry_noops` (`--carry-noops`), every step",
+        "True when the step left the env's `task_state_key()` unchanged (ALFWorld: `help`, `look`, `inventory`, `examine`, an invalid command), so the previous estimate was carried and `ttg_delta` is 0 without asking the meter.",
+    ),
     "plan_length": (
         "PlanLength (meter-evaluation recordings of ALFWorld)",
         "Length of the exact plan from the new state (`expert_plan()`: the planner's, or an earlier state's plan that still reaches the goal; never the fast expert's; 0 once won; None when the planner ran out of its time limit); its change labels step quality.",

@@ -82,6 +82,10 @@ class EnvRecord:
             labels and expert roll-out targets apply.
         counted_info: the step info flags of :data:`~ttg_envs.info_fields.EPISODE_COUNTS` its env
             writes, which reports count (ALFWorld: ``planner_timeout``).
+        task_state: whether its env declares its task state (``TextEnv.declares_task_state``,
+            ``task_state_key()``): a step that leaves it unchanged leaves the remaining work
+            unchanged, so ``ProgressMeterWrapper(carry_noops=True)`` (``--carry-noops``) carries the
+            estimate over it. ALFWorld only; off for the tool envs, where a read-only call can be progress.
     """
 
     id: str
@@ -97,6 +101,7 @@ class EnvRecord:
     policy_names: tuple[str, ...] = ("expert", "noisy_expert")
     planner: bool = False
     counted_info: tuple[str, ...] = ()
+    task_state: bool = False
 
     @property
     def meter_spec(self) -> str | None:
@@ -156,6 +161,7 @@ _SPECS = (
         policy_names=("expert", "noisy_expert", "idle_expert"),
         planner=True,
         counted_info=("planner_timeout",),
+        task_state=True,
     ),
     EnvRecord(
         id="ttg/PaperSearchQA-v0",
@@ -234,6 +240,12 @@ def has_planner(env_id: str) -> bool:
     """Whether ``env_id`` plans (``EnvRecord.planner``; False for an env with no record)."""
     spec = ENV_SPECS.get(env_id)
     return bool(spec and spec.planner)
+
+
+def declares_task_state(env_id: str) -> bool:
+    """Whether ``env_id``'s env declares its task state (``EnvRecord.task_state``; False for an env with no record)."""
+    spec = ENV_SPECS.get(env_id)
+    return bool(spec and spec.task_state)
 
 
 def counted_info(env_id: str) -> tuple[str, ...]:

@@ -176,6 +176,8 @@ class EpisodeTask:
         label: the name results and reports use (default: the condition, else ``policy``).
         meter: a ``load_meter`` spec (or, in one process, a meter) for guided conditions.
         meter_kwargs: ``load_meter`` keyword arguments for a spec (``device``, ``threads``...).
+        carry_noops: the meter wrapper carries its estimate across steps that leave the task state
+            unchanged (``ProgressMeterWrapper(carry_noops=True)``).
         record, record_label: a trajectory file to append the episode to, and its ``policy`` metadata.
         plan_lengths: record the planner's plan length at every state, and the expert roll-out's
             TTG (``expert_ttg``) where the expert policy says how it responds (envs with ``expert_plan()``).
@@ -191,6 +193,7 @@ class EpisodeTask:
     label: str | None = None
     meter: Any = None
     meter_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    carry_noops: bool = False
     record: str | None = None
     record_label: str | None = None
     plan_lengths: bool = False
@@ -229,12 +232,14 @@ def play(tasks: Sequence[EpisodeTask], progress: Callable[[int], None] | None = 
     try:
         for task in tasks:
             guided = task.condition is not None and needs_meter(task.condition)
-            key = (guided and _meter_key(task.meter), _key(task.meter_kwargs), task.record, task.record_label)
+            carry = guided and task.carry_noops
+            key = (guided and _meter_key(task.meter), _key(task.meter_kwargs), carry, task.record, task.record_label)
             if key not in stacks:
                 stacks[key] = wrap_env(
                     base,
                     meter=task.meter if guided else None,
                     meter_kwargs=dict(task.meter_kwargs),
+                    carry_noops=carry,
                     recorder=task.record or None,
                     record_metadata={"policy": task.record_label or task.name},
                 )

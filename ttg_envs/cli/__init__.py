@@ -79,6 +79,7 @@ def _eval(args: argparse.Namespace) -> int:
         actor_kwargs=json.loads(args.actor_kwargs),
         meter_kwargs=json.loads(args.meter_kwargs),
         limit=args.limit,
+        carry_noops=args.carry_noops,
     )
     rows = seed_summary(results, actor=args.actor)
     config = {k: v for k, v in vars(args).items() if k != "func"}
@@ -253,6 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_limit(ev)
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
+    ev.add_argument(
+        "--carry-noops",
+        action="store_true",
+        help="carry the meter's estimate across steps that leave the env's task state unchanged (ALFWorld: help, look, inventory, examine, invalid commands): such a step gets ttg_delta 0 instead of the meter's answer (envs that declare task_state_key only; default off)",
+    )
     ev.set_defaults(func=_eval)
 
     # The demo's defaults are DemoConfig's (tests/test_cli.py checks it); importing ttg_envs.eval here would slow every command.

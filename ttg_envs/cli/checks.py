@@ -188,4 +188,6 @@ def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -
             args.meter = spec.meter_spec
         if getattr(args, "meter", None) is not None:
             check_meter(args.meter)
+    if getattr(args, "carry_noops", False) and not (spec and spec.task_state):
+        raise FlagError("--carry-noops", f"{args.env} declares no task state (task_state_key), so no step is a known no-op there")
     return args

@@ -67,6 +67,8 @@ def _following_the_env(func, command: str):
                 check_policy(args.env, policy, "--policies")
         if command == "eval-meter":
             check_meter(args.meter)
+            if args.carry_noops and not (spec and spec.task_state):
+                raise FlagError("--carry-noops", f"{args.env} declares no task state (task_state_key), so no step is a known no-op there")
         config_class = MeterTrainConfig if command == "train-meter" else MeterEvalConfig
         return func(from_args(config_class, args, env_kwargs=env_kwargs)) or 0
 
@@ -183,6 +185,12 @@ def add_eval_meter(sub: argparse._SubParsersAction) -> None:
         help="envs with a planner: at every N-th recorded state, score every admissible command plus help and count "
         "how often a command that does nothing (help, look, inventory, examine, invalid) ranks above the planner's "
         "best (0: skip; default: %(default)s)",
+    )
+    p.add_argument(
+        "--carry-noops",
+        action="store_true",
+        help="also report the step figures and the no-op check with the estimate carried across steps that leave the "
+        "env's task state unchanged (ProgressMeterWrapper(carry_noops=True); envs that declare task_state_key only)",
     )
     p.add_argument("--failure-cost", type=float, help="C of eq. 7 (default: paper table 4 for --env)")
     add_out(p, "")

@@ -36,11 +36,13 @@ def evaluation_tasks(
     actor_kwargs: dict[str, Any] | None = None,
     tasks: dict[str, Sequence[int]] | None = None,
     limit: int | None = None,
+    carry_noops: bool = False,
 ) -> list[EpisodeTask]:
     """Every condition and seed on each split's tasks (``tasks[split]``, else ``limit`` spread over the split).
 
     ``meter`` is a ``load_meter`` spec (or, in one process, a meter object); guided conditions need it;
-    ``meter_kwargs`` go to ``load_meter`` (``device``, ``threads``...).
+    ``meter_kwargs`` go to ``load_meter`` (``device``, ``threads``...); ``carry_noops`` goes to the
+    guided conditions' ``ProgressMeterWrapper``.
     """
     for condition in conditions:
         if needs_meter(condition) and meter is None:
@@ -55,7 +57,16 @@ def evaluation_tasks(
         indices = split_tasks(env_id, kwargs, tasks=(tasks or {}).get(split), limit=limit)
         out += [
             EpisodeTask(
-                env_id, kwargs, index, seed, actor, condition, dict(actor_kwargs or {}), meter=meter, meter_kwargs=dict(meter_kwargs or {})
+                env_id,
+                kwargs,
+                index,
+                seed,
+                actor,
+                condition,
+                dict(actor_kwargs or {}),
+                meter=meter,
+                meter_kwargs=dict(meter_kwargs or {}),
+                carry_noops=carry_noops,
             )
             for index in indices
             for condition in conditions

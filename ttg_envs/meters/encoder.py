@@ -448,6 +448,17 @@ class EncoderMeter(CachedMeter):
         with torch.inference_mode():
             return self.model(padded, lengths, turns_left), lengths
 
+    def estimate_at_turns(self, histories: Sequence[History], idle: Sequence[int]) -> list[Estimate]:
+        """Estimates for ``histories`` as if ``idle[b]`` more turns had been spent after each (the same
+        state with fewer turns left; :meth:`estimate` for a meter blind to the turn limit). What
+        ``ProgressMeterWrapper(carry_noops=True)`` carries over steps that left the task state as it was."""
+        if not self.budget_aware:
+            return self.estimate(histories)
+        segment_lists = [self.segments(h) for h in histories]
+        steps = [len(s) - 1 + int(k) for s, k in zip(segment_lists, idle)]
+        out, lengths = self.predict([self.window(s) for s in segment_lists], steps)
+        return [estimate_from_outputs(*(float(v) for v in out[b, n - 1])) for b, n in enumerate(lengths.tolist())]
+
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
         segment_lists = [self.segments(h) for h in histories]
         out, lengths = self.predict([self.window(s) for s in segment_lists], [len(s) - 1 for s in segment_lists])

@@ -46,12 +46,14 @@ def make_env(
     failure_cost: float | None = None,
     recorder: str | os.PathLike | None = None,
     record_metadata: dict[str, Any] | None = None,
+    carry_noops: bool = False,
     **env_kwargs: Any,
 ) -> gym.Env:
     """``gym.make(env_id, **env_kwargs)`` wrapped in ``TokenCounter(tokenizer)``, then
     ``ProgressMeterWrapper(meter, failure_cost)`` when ``meter`` is given (a meter or a
     ``load_meter`` spec, loaded once per process), then a ``TrajectoryRecorder`` appending to
-    ``recorder`` (with ``record_metadata``) when that is given.
+    ``recorder`` (with ``record_metadata``) when that is given. ``carry_noops`` goes to the meter
+    wrapper (it carries the estimate across steps that leave the task state unchanged).
 
     >>> from ttg_envs.meters import ScriptedMeter
     >>> env = make_env("ttg/PaperSearchQA-v0", meter=ScriptedMeter(lambda history: (True, 120)))
@@ -65,7 +67,9 @@ def make_env(
     import ttg_envs  # noqa: F401  (registers the ids)
 
     env = TokenCounter(gym.make(env_id, **env_kwargs), tokenizer=tokenizer)
-    return wrap_env(env, meter=meter, failure_cost=failure_cost, recorder=recorder, record_metadata=record_metadata)
+    return wrap_env(
+        env, meter=meter, failure_cost=failure_cost, recorder=recorder, record_metadata=record_metadata, carry_noops=carry_noops
+    )
 
 
 def wrap_env(
@@ -76,12 +80,13 @@ def wrap_env(
     recorder: str | os.PathLike | None = None,
     record_metadata: dict[str, Any] | None = None,
     meter_kwargs: dict[str, Any] | None = None,
+    carry_noops: bool = False,
 ) -> gym.Env:
     """The upper part of :func:`make_env`'s stack around ``env`` (a token-counted env): the meter
     wrapper when ``meter`` is given (``meter_kwargs`` go to ``load_meter`` for a spec), then the recorder.
     The runner puts several of these over one shared env."""
     if meter is not None:
-        env = ProgressMeterWrapper(env, cached_meter(meter, **(meter_kwargs or {})), failure_cost=failure_cost)
+        env = ProgressMeterWrapper(env, cached_meter(meter, **(meter_kwargs or {})), failure_cost=failure_cost, carry_noops=carry_noops)
     if recorder is not None:
         env = TrajectoryRecorder(env, recorder, metadata=record_metadata)
     return env

@@ -218,6 +218,11 @@ def cached_pddl_env(infos=None, fast_text: bool = True):
 #: How many earlier plans :meth:`AlfredEngine.repair` checks before the planner searches.
 REPAIR_TRIES = 3
 
+#: Predicates of alfworld's domain (``alfred.pddl``) that only keep a record: ``look``, ``inventory``,
+#: ``examine``, ``help`` and ``open`` set ``checked``; nothing sets ``examined``. No action's
+#: precondition and no goal reads either, so two states that differ only in them have the same plans.
+BOOKKEEPING_FACTS = frozenset({"checked", "examined"})
+
 _UNDO = (
     (re.compile(r"take (.+) from (.+)"), "move {0} to {1}"),
     (re.compile(r"move (.+) to (.+)"), "take {0} from {1}"),
@@ -263,6 +268,7 @@ class _StateInfo:
         "game_state",
         "identity",
         "key",
+        "task_key",
         "operators",
         "sid",
         "var_counts",
@@ -285,6 +291,7 @@ class _StateInfo:
         self.admissible = tuple(pddl.state["admissible_commands"])
         self.won = bool(pddl.state["won"])
         self.key: str | None = None
+        self.task_key: str | None = None
 
 
 class _Core:
@@ -666,6 +673,25 @@ class AlfredEngine:
             facts.sort()
             info.key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
         return info.key
+
+    def task_state_key(self) -> str:
+        """sha256 (16 hex chars) of the sorted current facts without :data:`BOOKKEEPING_FACTS`: the
+        facts the goal and every action's precondition read. Equal keys leave the same plans."""
+        info = self._core.states[self._sid]
+        if info.task_key is None:
+            names = self._core.fact_names
+            facts = []
+            for sig, fs in info.facts:
+                if sig.name.lower() in BOOKKEEPING_FACTS:
+                    continue
+                for f in fs:
+                    name = names.get(f)
+                    if name is None:
+                        name = names[f] = str(f)
+                    facts.append(name)
+            facts.sort()
+            info.task_key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+        return info.task_key
 
     # -------------------------------------------------------------- ownership and snapshots
     def owned_by(self, env: object) -> bool:

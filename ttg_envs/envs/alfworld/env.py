@@ -42,6 +42,7 @@ class ALFWorldEnv(TextEnv):
     """
 
     default_max_steps = turn_limit("ttg/ALFWorld-v0")
+    declares_task_state = True
 
     def __init__(
         self,
@@ -137,6 +138,15 @@ class ALFWorldEnv(TextEnv):
         with self._engine.lock:
             self._engine.activate(self)
             return self._engine.state_key()
+
+    def task_state_key(self) -> str:
+        """The engine's facts without its bookkeeping facts, hashed
+        (:meth:`AlfredEngine.task_state_key`): ``help``, ``look``, ``inventory``, ``examine`` and an
+        invalid command leave it unchanged (their ``state_key`` may change), and so does every
+        other step after which the planner's plans are the ones before it."""
+        with self._engine.lock:
+            self._engine.activate(self)
+            return self._engine.task_state_key()
 
     def _snapshot(self) -> EngineSnapshot:
         engine = self._engine

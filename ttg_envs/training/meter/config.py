@@ -84,6 +84,7 @@ class MeterEvalConfig(MeterRunConfig):
     splits: Sequence[str] = ("valid_seen", "valid_unseen")
     labels: str = "auto"
     noop_every: int = 3
+    carry_noops: bool = False
     failure_cost: float | None = None
     out: str = "runs/meter-eval"
 

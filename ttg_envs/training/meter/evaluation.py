@@ -26,7 +26,7 @@ import numpy as np
 from ..._io import markdown_table
 from ...meters.base import Estimate, ProgressMeter
 from ...wrappers.plan_length import plan_length
-from ...wrappers.progress_meter import estimate_costs
+from ...wrappers.progress_meter import estimate_costs, estimate_idle
 from .datasets import Trajectory, step_labels_from_plan_lengths
 from .grpo import token_accuracy
 
@@ -52,6 +52,9 @@ class MeterReport:
     per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: :class:`NoOpReport` as a dict, when ``eval-meter`` ran the no-op check (envs with a planner).
     noop: dict[str, Any] | None = None
+    #: With ``eval-meter --carry-noops``: this report's step figures (its scalar fields and
+    #: ``steps``) with the estimate carried across steps that left the task state unchanged.
+    carried: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -185,8 +188,28 @@ def label_gold_path(
             env.close()
 
 
+def task_state_unchanged(trajectory: Trajectory, env: Any) -> list[bool]:
+    """For each action of ``trajectory``, whether it left ``env``'s ``task_state_key()`` as it was
+    (by replaying it; ``env``: an env that declares its task state, whose tasks include the trajectory's)."""
+    base = env.unwrapped
+    base.reset(seed=0, options={"task_id": trajectory.task["id"]})
+    keys = [base.task_state_key()]
+    for i in trajectory.actions[: trajectory.num_steps]:
+        _, _, terminated, truncated, _ = base.step(trajectory.messages[i]["content"])
+        keys.append(base.task_state_key())
+        if terminated or truncated:
+            break
+    return [a == b for a, b in zip(keys, keys[1:])]
+
+
 def evaluate_meter(
-    meter: ProgressMeter, trajectories: Sequence[Trajectory], *, failure_cost: float, batch_size: int = 64, progress: bool = True
+    meter: ProgressMeter,
+    trajectories: Sequence[Trajectory],
+    *,
+    failure_cost: float,
+    batch_size: int = 64,
+    progress: bool = True,
+    carried: Sequence[Sequence[bool]] | None = None,
 ) -> MeterReport:
     """Score every prefix h_0..h_T of ``trajectories`` and measure the meter.
 
@@ -195,6 +218,10 @@ def evaluate_meter(
     - token accuracy: mean u over the prefixes of successful trajectories (0 when the meter
       predicts failure or answers invalidly);
     - step-quality accuracy: over trajectories with ``step_labels`` (see the module docstring).
+
+    ``carried[i][t]`` True: action t of trajectory i left the task state unchanged, so the estimate
+    after it is the carried one (:func:`~ttg_envs.wrappers.progress_meter.estimate_idle` of the last
+    history that changed the task state: what ``ProgressMeterWrapper(carry_noops=True)`` writes).
     """
     from ...bars import progress_bar
 
@@ -204,6 +231,21 @@ def evaluate_meter(
         chunk = histories[start : start + batch_size]
         for (ti, t, _), est in zip(chunk, meter.estimate([h for _, _, h in chunk])):
             estimates[(ti, t)] = est
+    if carried is not None:  # carried states: the last history that changed the task state, turns spent since
+        prefixes = {ti: list(traj.prefixes()) for ti, traj in enumerate(trajectories) if any(carried[ti])}
+        asks = []
+        for ti in prefixes:
+            anchor = 0
+            for t, same in enumerate(carried[ti][: trajectories[ti].num_steps]):
+                if same:
+                    asks.append((ti, t + 1, anchor))
+                else:
+                    anchor = t + 1
+        for start in range(0, len(asks), batch_size):
+            chunk = asks[start : start + batch_size]
+            found = estimate_idle(meter, [prefixes[ti][a] for ti, _, a in chunk], [t - a for _, t, a in chunk])
+            for (ti, t, _), est in zip(chunk, found):
+                estimates[(ti, t)] = est
     groups: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for ti, traj in enumerate(trajectories):
         ests = [estimates[(ti, t)] for t in range(traj.num_steps + 1)]
@@ -285,7 +327,10 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
                 f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
                 pct(r.balanced_step_accuracy),
                 f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})",
-                "-" if not r.noop or r.noop["rate"] is None else f"{pct(r.noop['rate'])} of {r.noop['states']}",
+                "-"
+                if not r.noop or r.noop["rate"] is None
+                else f"{pct(r.noop['rate'])} of {r.noop['states']}"
+                + (f" (carried {pct(r.noop['carried_rate'])})" if r.noop.get("carried_rate") is not None else ""),
             )
             for name, r in reports.items()
         ),
@@ -309,6 +354,10 @@ class NoOpReport:
         noop_ties_best: states where the largest no-op delta equals the best command's.
         rate: ``noop_above_best / states``.
         by_command: how often each no-op verb was the one ranked above.
+        carried_above_best, carried_ties_best, carried_rate: the same counts with the estimate
+            carried across steps that leave the env's ``task_state_key()`` unchanged
+            (``ProgressMeterWrapper(carry_noops=True)``: such a step's ``ttg_delta`` is 0, every
+            other one's is the meter's); None where the env declares no task state.
     """
 
     states: int = 0
@@ -316,6 +365,9 @@ class NoOpReport:
     noop_ties_best: int = 0
     rate: float | None = None
     by_command: dict[str, int] = field(default_factory=dict)
+    carried_above_best: int | None = None
+    carried_ties_best: int | None = None
+    carried_rate: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -332,6 +384,7 @@ def noop_preference(
     env_kwargs: dict[str, Any] | None = None,
     every: int = 1,
     progress: bool = True,
+    carry_noops: bool = False,
 ) -> NoOpReport:
     """How often guidance by ``meter`` would prefer doing nothing to the planner's best command.
 
@@ -340,7 +393,9 @@ def noop_preference(
     written as ``respond(command)``, the expert's format) in branches scored by ``meter``. The
     planner's best commands are those after which the plan is shortest (a won step first);
     no-ops are :data:`NOOP_VERBS` commands and invalid ones (ALFWorld's ``help`` and ``look`` set
-    bookkeeping facts, so ``state_key`` changes even for them).
+    bookkeeping facts, so ``state_key`` changes even for them). With ``carry_noops`` (an env that
+    declares its task state), the trials are also scored by ``ProgressMeterWrapper(carry_noops=True)``
+    below the raw one, for the ``carried_*`` figures.
     """
     from collections import Counter
 
@@ -354,7 +409,10 @@ def noop_preference(
         for traj in progress_bar(list(trajectories), desc="no-op check", disable=not progress):
             split = traj.task.get("split", "train")
             if split not in by_split:
-                by_split[split] = ProgressMeterWrapper(make_env(env_id, **{"split": split, **(env_kwargs or {})}), meter, failure_cost)
+                env = make_env(env_id, **{"split": split, **(env_kwargs or {})})
+                if carry_noops:  # the carrying wrapper below the raw one: every trial is scored both ways
+                    env = ProgressMeterWrapper(env, meter, failure_cost, carry_noops=True)
+                by_split[split] = ProgressMeterWrapper(env, meter, failure_cost)
             env = by_split[split]
             _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
             for t, i in enumerate(traj.actions):
@@ -367,12 +425,16 @@ def noop_preference(
         for env in by_split.values():
             env.close()
     report.rate = report.noop_above_best / report.states if report.states else None
+    if report.carried_above_best is not None:
+        report.carried_rate = report.carried_above_best / report.states if report.states else None
     report.by_command = dict(winners)
     return report
 
 
 def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport, winners: Any) -> None:
-    """Score every admissible command plus ``help`` from ``env``'s state and count the result in ``report``."""
+    """Score every admissible command plus ``help`` from ``env``'s state and count the result in
+    ``report``; where a carrying meter wrapper is right below ``env``'s (raw) one, both ways."""
+    from ...wrappers import ProgressMeterWrapper
     from ...wrappers.plan_length import plan_cost
     from ...wrappers.progress_meter import score_actions
 
@@ -380,13 +442,10 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
     trials = score_actions(env, [respond(c) for c in commands])
     costs = [plan_cost(trial) for trial in trials]
     deltas = [float(trial.info["ttg_delta"]) for trial in trials]
+    carrying = isinstance(env.env, ProgressMeterWrapper) and env.env.carry_noops
     best = min(costs)
     best_delta = max(d for d, c in zip(deltas, costs) if c == best)
-    noop_deltas = [
-        (d, command)
-        for d, command, trial in zip(deltas, commands, trials)
-        if command.split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True)
-    ]
+    noop_deltas = [(d, command) for d, command, trial in zip(deltas, commands, trials) if _is_noop(command, trial)]
     if not noop_deltas:
         return
     top, command = max(noop_deltas)
@@ -396,3 +455,13 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
         winners[command.split()[0]] += 1
     elif top == best_delta:
         report.noop_ties_best += 1
+    if carrying:  # the carrying wrapper's change (the raw one above it wrote the info's)
+        carried = [trial.env.env.costs[-2] - trial.env.env.costs[-1] for trial in trials]
+        best_carried = max(d for d, c in zip(carried, costs) if c == best)
+        top_carried = max(d for d, command, trial in zip(carried, commands, trials) if _is_noop(command, trial))
+        report.carried_above_best = (report.carried_above_best or 0) + (top_carried > best_carried)
+        report.carried_ties_best = (report.carried_ties_best or 0) + (top_carried == best_carried)
+
+
+def _is_noop(command: str, trial: Any) -> bool:
+    return command.split(" ")[0] in NOOP_VERBS or not trial.info.get("action_valid", True)

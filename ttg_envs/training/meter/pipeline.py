@@ -174,6 +174,27 @@ def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
         )
 
 
+def _carried_steps(env_id: str, env_kwargs: dict[str, Any], trajectories: list, unchanged: Any) -> list[list[bool]]:
+    """For each trajectory, which of its actions left the task state unchanged (one env per split;
+    a ``ValueError`` for an env that declares no task state)."""
+    import gymnasium as gym
+
+    envs: dict[str, Any] = {}
+    try:
+        out = []
+        for traj in trajectories:
+            split = str(traj.task.get("split", "train"))
+            if split not in envs:
+                envs[split] = gym.make(env_id, **{"split": split, **env_kwargs})
+                if not getattr(envs[split].unwrapped, "declares_task_state", False):
+                    raise ValueError(f"--carry-noops: {env_id} declares no task state (task_state_key)")
+            out.append(unchanged(traj, envs[split]))
+        return out
+    finally:
+        for env in envs.values():
+            env.close()
+
+
 def evaluate(config: MeterEvalConfig) -> int:
     """``ttg eval-meter``: record (or read) trajectories, label them, report the meter's figures per split."""
     device = _setup(config)
@@ -181,7 +202,7 @@ def evaluate(config: MeterEvalConfig) -> int:
     from ...registry import env_spec, has_planner, make_policy
     from ...registry import failure_cost as failure_cost_for
     from .datasets import load_trajectories
-    from .evaluation import evaluate_meter, label_alfworld, label_gold_path, markdown_report, noop_preference
+    from .evaluation import evaluate_meter, label_alfworld, label_gold_path, markdown_report, noop_preference, task_state_unchanged
 
     out = Path(config.out)
     env_kwargs = config.env_kwargs
@@ -208,6 +229,10 @@ def evaluate(config: MeterEvalConfig) -> int:
         start = time.perf_counter()
         reports[name] = evaluate_meter(meter, trajectories, failure_cost=failure_cost)
         timings[name] = time.perf_counter() - start
+        if config.carry_noops and trajectories:  # the same figures as ProgressMeterWrapper(carry_noops=True) gives them
+            carried = _carried_steps(config.env, env_kwargs, trajectories, task_state_unchanged)
+            both = evaluate_meter(meter, trajectories, failure_cost=failure_cost, carried=carried, progress=False)
+            reports[name].carried = {k: v for k, v in both.to_dict().items() if not isinstance(v, dict) or k == "steps"}
         if config.noop_every and trajectories and has_planner(config.env):
             expert = make_policy(config.env, "expert")
             noop = noop_preference(
@@ -218,6 +243,7 @@ def evaluate(config: MeterEvalConfig) -> int:
                 failure_cost=failure_cost,
                 env_kwargs=env_kwargs,
                 every=config.noop_every,
+                carry_noops=config.carry_noops,
             )
             reports[name].noop = noop.to_dict()
     table = markdown_report(reports)
