@@ -23,9 +23,13 @@
 # recorded before by the same command.
 #
 # BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
-# and wrong-argument calls) and are measured against gold-path step labels (a step that makes gold's
-# move is good, the first that departs bad); the AWM meter these envs used before is measured on
-# the same held-out trajectories, into meter.json's "heldout_previous".
+# and wrong-argument calls) with gold's remaining tokens from every state as targets (BFCL --targets
+# gold: after a departure, gold's remaining moves replayed in branches; tau2 --targets gold-prefix:
+# gold's up to the first departure, the trajectory's own after it, since tau2's branches cost about
+# a second each) and are measured against gold-path step labels (a step that makes gold's move is
+# good; a departure is judged by replaying gold's remaining moves after it: good when they still win
+# without the move it replaced, neutral when they win with it, bad otherwise); the AWM meter these
+# envs used before is measured on the same held-out trajectories, into meter.json's "heldout_previous".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TTG=${TTG:-.venv/bin/ttg}
@@ -136,7 +140,8 @@ build_bfcl() {
     [ -n "${BFCL_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$BFCL_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/BFCL-v0 --splits all $source \
-        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --out "$WORK/bfcl/train"
+        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --targets gold --segment-tokens 96 \
+        --out "$WORK/bfcl/train"
     # shellcheck disable=SC2086
     $TTG eval-meter --env ttg/BFCL-v0 --meter "$WORK/bfcl/train/meter" --splits all --tasks $eval_tasks \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/bfcl/eval"
@@ -154,7 +159,7 @@ build_tau2() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
         --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 \
-        --out "$WORK/tau2/train"
+        --targets gold-prefix --out "$WORK/tau2/train"
     $TTG eval-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --meter "$WORK/tau2/train/meter" --splits test \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/tau2/eval"
     heldout_previous tau2 ttg/Tau2-v0 '{"user": "gold"}'
