@@ -23,13 +23,13 @@
 # recorded before by the same command.
 #
 # BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
-# and wrong-argument calls) with gold's remaining tokens from every state as targets (BFCL --targets
-# gold: after a departure, gold's remaining moves replayed in branches; tau2 --targets gold-prefix:
-# gold's up to the first departure, the trajectory's own after it, since tau2's branches cost about
-# a second each) and are measured against gold-path step labels (a step that makes gold's move is
-# good; a departure is judged by replaying gold's remaining moves after it: good when they still win
-# without the move it replaced, neutral when they win with it, bad otherwise); the AWM meter these
-# envs used before is measured on the same held-out trajectories, into meter.json's "heldout_previous".
+# and wrong-argument calls), BFCL's with gold's remaining tokens from every state as targets
+# (--targets gold: after a departure, gold's remaining moves replayed in branches of the engine),
+# tau2's with each trajectory's own outcome and TTG, and are measured against gold-path step labels
+# (a step that makes gold's move is good; a departure is judged by replaying gold's remaining moves
+# after it: good when they still win without the move it replaced, neutral when they win with it,
+# bad otherwise); the AWM meter these envs used before is measured on the same held-out
+# trajectories, into meter.json's "heldout_previous".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TTG=${TTG:-.venv/bin/ttg}
@@ -159,7 +159,7 @@ build_tau2() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
         --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 \
-        --targets gold-prefix --out "$WORK/tau2/train"
+        --out "$WORK/tau2/train"
     $TTG eval-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --meter "$WORK/tau2/train/meter" --splits test \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/tau2/eval"
     heldout_previous tau2 ttg/Tau2-v0 '{"user": "gold"}'
