@@ -154,3 +154,35 @@ def _tokens(text: str) -> int:
     from ttg_envs.tokenization import load_tokenizer
 
     return load_tokenizer(None).count(text)
+
+
+def test_tau2_a_repeated_read_is_neutral():
+    # tau2 retail train task 0 with the gold user: gold's first move is a read (find the user); made
+    # twice, the second costs tokens and loses nothing (gold's moves from there still win): neutral,
+    # and no step after it loses the task. tau2's transcript keeps the calls apart from the text, so
+    # the replays write them back (``action_text``; without it no replay wins and the read is bad);
+    # the first-departure rule said -1, then 0s.
+    pytest.importorskip("tau2")
+    from ttg_envs.envs.tau2.gold import gold_plan
+    from ttg_envs.envs.tau2.policies import GoldPolicy as Tau2Gold
+
+    env = gym.make("ttg/Tau2-v0", split="train", user="gold")
+    env.reset(seed=0, options={"task_index": 0})
+    moves, _ = gold_plan(env.unwrapped.task_object)
+    assert isinstance(moves[0], ToolCall) and moves[0].name.startswith(("find_", "get_"))
+    gold = Tau2Gold()
+    env.step(gold(env))
+    env.step(format_tool_calls([moves[0]]))  # the read again
+    steps = 2
+    done = False
+    for move in moves[1:3]:
+        _, _, terminated, truncated, _ = env.step(format_tool_calls([move]) if isinstance(move, ToolCall) else move)
+        steps, done = steps + 1, terminated or truncated
+        if done:
+            break
+    task_id = env.unwrapped.task["id"]
+    trajectory = _trajectory(env, steps, task_id, "train")
+    label_gold_path([trajectory], "ttg/Tau2-v0", {"user": "gold"}, progress=False)
+    assert trajectory.step_labels[:2] == [1, 0]
+    assert -1 not in trajectory.step_labels
+    env.close()
