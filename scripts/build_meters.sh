@@ -23,9 +23,13 @@
 # recorded before by the same command.
 #
 # BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
-# and wrong-argument calls) and are measured against gold-path step labels (a step that makes gold's
-# move is good, the first that departs bad); the AWM meter these envs used before is measured on
-# the same held-out trajectories, into meter.json's "heldout_previous".
+# and wrong-argument calls), BFCL's with gold's remaining tokens from every state as targets
+# (--targets gold: after a departure, gold's remaining moves replayed in branches of the engine),
+# tau2's with each trajectory's own outcome and TTG, and are measured against gold-path step labels
+# (a step that makes gold's move is good; a departure is judged by replaying gold's remaining moves
+# after it: good when they still win without the move it replaced, neutral when they win with it,
+# bad otherwise); the AWM meter these envs used before is measured on the same held-out
+# trajectories, into meter.json's "heldout_previous".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TTG=${TTG:-.venv/bin/ttg}
@@ -136,7 +140,8 @@ build_bfcl() {
     [ -n "${BFCL_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$BFCL_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/BFCL-v0 --splits all $source \
-        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --out "$WORK/bfcl/train"
+        --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --targets gold --segment-tokens 96 \
+        --out "$WORK/bfcl/train"
     # shellcheck disable=SC2086
     $TTG eval-meter --env ttg/BFCL-v0 --meter "$WORK/bfcl/train/meter" --splits all --tasks $eval_tasks \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/bfcl/eval"

@@ -26,11 +26,12 @@ def test_every_env_has_a_shipped_meter_with_held_out_figures():
         assert config["kind"] == "encoder" and config["ready"]["recipe"].startswith("bash scripts/build_meters.sh")
         previous = config["ready"].get("heldout_previous")
         for figures in config["ready"]["heldout"].values():
-            # BFCL's outcome is hard to read from a call: 53.4% held out, the AWM meter it replaced
-            # 53.3% on the same trajectories; a tool-env meter must beat that one's step quality.
+            # BFCL's outcome is hard to read from a call: 53.7% held out, the AWM meter it replaced
+            # 53.3% on the same trajectories; a tool-env meter must beat that one's step quality by
+            # 10 points (held out: BFCL 73.3% against 30.5%, tau2 46.6% against 34.5%).
             assert figures["valid_rate"] == 1.0 and figures["completion_accuracy"] > (0.5 if previous else 0.6)
             if previous:
-                assert figures["balanced_step_accuracy"] > previous["pooled"]["balanced_step_accuracy"]
+                assert figures["balanced_step_accuracy"] > previous["pooled"]["balanced_step_accuracy"] + 0.1
         size = sum(f.stat().st_size for f in ready_meter_path(env_id).rglob("*") if f.is_file())
         assert size < 5e6
 

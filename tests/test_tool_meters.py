@@ -26,10 +26,12 @@ def _trajectory(env, steps: int, task_id: str, split: str) -> Trajectory:
     return Trajectory("t", messages, actions, False, None, task={"id": task_id, "split": split})
 
 
-def test_gold_steps_are_good_and_a_wrong_argument_step_is_bad():
+def test_gold_steps_are_good_and_a_harmless_wrong_argument_is_neutral():
     # multi_turn_base_0, checked by hand: turn 0's ground truth is three calls (cd into "document",
     # mkdir "temp", mv the report there); gold makes them in one response and ends the turn; then
-    # turn 1's calls with the first one's folder changed ("temp_x" for "temp") depart.
+    # turn 1's calls with the first one's folder changed ("temp_x" for "temp") depart, but harmlessly:
+    # the cd fails and gold's turn-1 calls made again from there still win (neutral); ending the turn
+    # instead of making them loses the task (bad). The first-departure rule before said [1, 1, -1, 0].
     env = gym.make("ttg/BFCL-v0", split="multi_turn")
     env.reset(seed=0, options={"task_id": TASK})
     gold = GoldPolicy()
@@ -43,7 +45,7 @@ def test_gold_steps_are_good_and_a_wrong_argument_step_is_bad():
     env.step(END_TURN)
     trajectory = _trajectory(env, 4, TASK, "multi_turn")
     label_gold_path([trajectory], "ttg/BFCL-v0", progress=False)
-    assert trajectory.step_labels == [1, 1, -1, 0]
+    assert trajectory.step_labels == [1, 1, 0, -1]
     env.close()
 
 
@@ -115,4 +117,72 @@ def test_the_tool_envs_load_shipped_meters_of_their_own(env_id, name, kwargs):
     assert info["ttg_valid"] and info["ttg_cost"] is not None
     _, _, _, _, info = env.step(make_policy(env_id, "gold")(env))
     assert info["ttg_valid"] and isinstance(info["ttg_delta"], float)
+    env.close()
+
+
+def test_a_harmless_departure_is_not_bad():
+    # multi_turn_base_0, checked by hand: an extra `pwd()` beside turn 0's three gold calls leaves
+    # gold's remaining moves winning after it (good: it did gold's move and more); an `ls()` first, in
+    # a response of its own, leaves gold's moves from turn 0's calls on winning (neutral: nothing
+    # gained, nothing lost), and the gold moves after it are good again. The first-departure rule
+    # before labelled both departures -1 and everything after them 0.
+    env = gym.make("ttg/BFCL-v0", split="multi_turn")
+    env.reset(seed=0, options={"task_id": TASK})
+    base = env.unwrapped
+    calls = base._truth_calls(base.task_entry.ground_truth[0])
+    env.step(format_tool_calls([*calls, ToolCall("pwd")]))
+    env.step(END_TURN)
+    extra = _trajectory(env, 2, TASK, "multi_turn")
+    env.reset(seed=0, options={"task_id": TASK})
+    env.step(format_tool_calls([ToolCall("ls")]))
+    env.step(format_tool_calls(calls))
+    env.step(END_TURN)
+    first = _trajectory(env, 3, TASK, "multi_turn")
+    label_gold_path([extra, first], "ttg/BFCL-v0", progress=False, targets=True)
+    assert extra.step_labels == [1, 1]
+    assert first.step_labels == [0, 1, 1]
+    # gold's remaining tokens from each state: unchanged by the neutral step, then gold's own
+    gold_tokens = [_tokens(format_tool_calls(calls)), _tokens(END_TURN)]
+    assert first.expert_ttg[0] == first.expert_ttg[1]
+    assert first.expert_ttg[1] - first.expert_ttg[2] == gold_tokens[0]
+    assert first.expert_ttg[2] - first.expert_ttg[3] == gold_tokens[1]
+    env.close()
+
+
+def _tokens(text: str) -> int:
+    """Tokens of ``text`` as TokenCounter counts an action (the offline Qwen3 vocabulary)."""
+    from ttg_envs.tokenization import load_tokenizer
+
+    return load_tokenizer(None).count(text)
+
+
+def test_tau2_a_repeated_read_is_neutral():
+    # tau2 retail train task 0 with the gold user: gold's first move is a read (find the user); made
+    # twice, the second costs tokens and loses nothing (gold's moves from there still win): neutral,
+    # and no step after it loses the task. tau2's transcript keeps the calls apart from the text, so
+    # the replays write them back (``action_text``; without it no replay wins and the read is bad);
+    # the first-departure rule said -1, then 0s.
+    pytest.importorskip("tau2")
+    from ttg_envs.envs.tau2.gold import gold_plan
+    from ttg_envs.envs.tau2.policies import GoldPolicy as Tau2Gold
+
+    env = gym.make("ttg/Tau2-v0", split="train", user="gold")
+    env.reset(seed=0, options={"task_index": 0})
+    moves, _ = gold_plan(env.unwrapped.task_object)
+    assert isinstance(moves[0], ToolCall) and moves[0].name.startswith(("find_", "get_"))
+    gold = Tau2Gold()
+    env.step(gold(env))
+    env.step(format_tool_calls([moves[0]]))  # the read again
+    steps = 2
+    done = False
+    for move in moves[1:3]:
+        _, _, terminated, truncated, _ = env.step(format_tool_calls([move]) if isinstance(move, ToolCall) else move)
+        steps, done = steps + 1, terminated or truncated
+        if done:
+            break
+    task_id = env.unwrapped.task["id"]
+    trajectory = _trajectory(env, steps, task_id, "train")
+    label_gold_path([trajectory], "ttg/Tau2-v0", {"user": "gold"}, progress=False)
+    assert trajectory.step_labels[:2] == [1, 0]
+    assert -1 not in trajectory.step_labels
     env.close()

@@ -100,9 +100,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
     p.add_argument(
         "--targets",
-        choices=("recorded", "expert"),
-        help="encoder: labels from each trajectory's own outcome and TTG (recorded, the paper's eq. 1-2) or from the "
-        "expert's roll-out from every state (expert; recorded with plan lengths, ALFWorld) (default: %(default)s)",
+        choices=("recorded", "expert", "gold", "gold-prefix"),
+        help="encoder: labels from each trajectory's own outcome and TTG (recorded, the paper's eq. 1-2), from the "
+        "expert's roll-out from every state (expert; recorded with plan lengths, ALFWorld), or from gold's remaining "
+        "moves from every state (gold, replayed in branches after departures; gold-prefix, up to the first departure "
+        "and the trajectory's own after it, no branches; BFCL, tau2) (default: %(default)s)",
     )
     p.add_argument(
         "--mark-task-words",

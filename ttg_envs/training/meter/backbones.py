@@ -73,7 +73,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         lr=settings.lr,
         backbone_lr=backbone_lr,
         seed=settings.seed,
-        targets=settings.targets,
+        targets="expert" if settings.targets.startswith("gold") else settings.targets,  # expert_ttg from the gold path
         delta_weight=settings.delta_weight,
         sibling_weight=settings.sibling_weight,
         sibling_rank_weight=settings.sibling_rank_weight,

@@ -1,15 +1,15 @@
 """Evaluating a meter: completion accuracy, token accuracy u, and step-quality accuracy (paper 5.1).
 
-Step quality follows the protocol of paper 5.1 / E.6: the meter scores the history before and
-after each action, the action is judged beneficial when the cost (eq. 7, estimates at both
-states, no terminal anchor) goes down and harmful when it goes up, and the judgement is compared
-with a step label; neutral steps are excluded, and an unchanged cost on a labelled step counts
-as wrong (reported as a tie). Labels come from annotations (AgentProcessBench ``step_labels``)
-or, for ALFWorld, from the planner: good when the optimal plan from the new state is shorter
-than from the old one, bad when longer, neutral when equal; for the tool envs (BFCL, tau2), from
-the gold path (:func:`label_gold_path`): good while a step makes the gold policy's move from the
-same state, bad at the first step that departs (a dropped, extra or wrong call, or any other move),
-neutral after it (the gold path no longer says what a step there is worth).
+Step quality follows paper 5.1 / E.6: the meter scores the history before and after each action;
+the action is judged beneficial when the cost (eq. 7, no terminal anchor) goes down, harmful when
+it goes up, and compared with a step label (neutral steps excluded; an unchanged cost on a labelled
+step counts as wrong, reported as a tie). Labels come from annotations (AgentProcessBench
+``step_labels``); for ALFWorld from the planner (good when the optimal plan gets shorter, bad when
+longer, neutral when equal); for the tool envs from the gold path (:func:`label_gold_path`,
+:func:`gold_walk`), with gold's remaining moves as the plan: making gold's next move is good; a
+departure is judged by replaying gold's remaining moves in branches: good when gold's moves after
+the replaced one still win, neutral when gold's moves from it on still win or it was not needed,
+bad when neither wins; steps after a bad one are neutral.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -119,28 +119,65 @@ def _move(message: dict[str, Any]) -> tuple[str, tuple[tuple[str, str], ...]]:
     return _REASONING.sub("", str(message.get("content") or "")).strip(), calls
 
 
-def gold_path_labels(trajectory: Trajectory, gold: Sequence[dict[str, Any]]) -> list[int]:
-    """Step labels against ``gold``, the gold policy's assistant messages on the same task: +1 while
-    each action makes the gold move (so the state stays on the gold path), -1 at the first action
-    that departs (or any action past gold's last), 0 after it.
+def gold_walk(
+    trajectory: Trajectory, gold: Sequence[dict[str, Any]], wins_after: Callable[[int, int], bool] | None = None
+) -> tuple[list[int | None], list[int]]:
+    """Walk ``trajectory`` along ``gold`` (the gold policy's assistant messages on the same task):
+    per prefix h_0..h_T the number ``k`` of gold's moves done (replaying ``gold[k:]`` from that state
+    wins; None where gold's moves no longer win from it), and per action its step label.
+
+    An action that makes gold's next move ``gold[k]`` goes to ``k + 1`` (the state that winning
+    replay reaches) and is good. Another action (a departure) goes to ``k + 1`` when
+    ``wins_after(t, k + 1)`` (it did gold's move ``k``, e.g. gold's calls plus a harmless extra one:
+    good; or move ``k`` was not needed, when ``wins_after(t - 1, k + 1)``, from the state before:
+    neutral), else stays at ``k`` when ``wins_after(t, k)`` (nothing gained, nothing lost: neutral),
+    else goes to None (bad); None stays None and its steps are neutral. ``wins_after(t, k)``:
+    whether replaying ``gold[k:]`` after action ``t`` (``t = -1``: from the reset state) wins
+    (:func:`label_gold_path` replays it in a branch of the engine); without it every departure is bad.
+    """
+    positions: list[int | None] = [0]
+    labels: list[int] = []
+    for t, i in enumerate(trajectory.actions):
+        k = positions[-1]
+        if k is None:
+            after, label = None, 0
+        elif k < len(gold) and _move(trajectory.messages[i]) == _move(gold[k]):
+            after, label = k + 1, 1
+        elif wins_after is not None and k < len(gold) and wins_after(t - 1, k + 1) and wins_after(t, k + 1):
+            after, label = k + 1, 0
+        elif wins_after is not None and k < len(gold) and wins_after(t, k + 1):
+            after, label = k + 1, 1
+        elif wins_after is not None and wins_after(t, k):
+            after, label = k, 0
+        else:
+            after, label = None, -1
+        positions.append(after)
+        labels.append(label)
+    return positions, labels
+
+
+def gold_path_labels(
+    trajectory: Trajectory, gold: Sequence[dict[str, Any]], wins_after: Callable[[int, int], bool] | None = None
+) -> list[int]:
+    """Step labels of :func:`gold_walk`, the way ALFWorld's plan length labels a step: +1 for a step
+    that does gold's next move (or its work), 0 for one that leaves as much to do, -1 for one after
+    which gold's moves no longer win, and 0 once they do not. Without ``wins_after`` (no replays):
+    +1 while each action makes the gold move, -1 at the first that departs, 0 after it.
 
     >>> call = lambda v: {"role": "assistant", "content": "", "tool_calls": [
     ...     {"id": "1", "function": {"name": "f", "arguments": json.dumps({"x": v})}}]}
-    >>> gold = [call(1), {"role": "assistant", "content": "Done."}]
-    >>> t = Trajectory("t", [call(1), call(2), gold[1]], [0, 1, 2], False, None)
+    >>> gold = [call(1), call(2), {"role": "assistant", "content": "Done."}]
+    >>> t = Trajectory("t", [call(1), call(3), call(2), gold[2]], [0, 1, 2, 3], False, None)
     >>> gold_path_labels(t, gold)
-    [1, -1, 0]
+    [1, -1, 0, 0]
+    >>> gold_path_labels(t, gold, wins_after=lambda t, k: k == 1)  # f(x=3) harmless: gold's f(x=2) still wins
+    [1, 0, 1, 1]
+    >>> gold_path_labels(t, gold, wins_after=lambda t, k: k == 2 and t == 1)  # f(x=3) did f(x=2)'s work
+    [1, 1, -1, 0]
+    >>> gold_path_labels(t, gold, wins_after=lambda t, k: False)  # f(x=3) broke the task
+    [1, -1, 0, 0]
     """
-    labels, on_path = [], True
-    for t, i in enumerate(trajectory.actions):
-        if not on_path:
-            labels.append(0)
-        elif t < len(gold) and _move(trajectory.messages[i]) == _move(gold[t]):
-            labels.append(1)
-        else:
-            labels.append(-1)
-            on_path = False
-    return labels
+    return gold_walk(trajectory, gold, wins_after)[1]
 
 
 def gold_actions(env: Any, task_id: Any, env_id: str) -> list[dict[str, Any]] | None:
@@ -159,12 +196,97 @@ def gold_actions(env: Any, task_id: Any, env_id: str) -> list[dict[str, Any]] | 
     return [m for m in env.unwrapped.messages if m.get("role") == "assistant"][-steps:]
 
 
+def action_text(message: dict[str, Any]) -> str:
+    """The text that makes ``message``'s move when sent to ``env.step``: its content, with its calls
+    written as Hermes blocks where the transcript keeps them apart (tau2 stores the calls, not their text).
+
+    >>> action_text({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"x": 1}'}}]})
+    '<tool_call>\\n{"name": "f", "arguments": {"x": 1}}\\n</tool_call>'
+    """
+    from ...tools import ToolCall, format_tool_calls
+
+    content = str(message.get("content") or "")
+    calls = message.get("tool_calls") or ()
+    if not calls or "<tool_call>" in content:
+        return content
+    text = format_tool_calls([ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], "hermes")
+    return f"{content}\n{text}" if content.strip() else text
+
+
+def replay_wins(env: Any, moves: Sequence[dict[str, Any]]) -> bool:
+    """Whether the assistant messages ``moves``, sent one per step from ``env``'s state (a branch of
+    it, closed after), win the episode; an env already done counts its own outcome."""
+    if env.done:
+        return bool(env.success)
+    branch = env.branch()
+    try:
+        info: dict[str, Any] = {}
+        for move in moves:
+            _, _, terminated, truncated, info = branch.step(action_text(move))
+            if terminated or truncated:
+                break
+        return bool(branch.done and info.get("success"))
+    finally:
+        branch.close()
+
+
+def _gold_targets(trajectory: Trajectory, gold: Sequence[dict[str, Any]] | None, positions: list[int | None]) -> list[int | None]:
+    """``expert_ttg`` from :func:`gold_walk` (see :func:`label_gold_path`)."""
+    from ...tokenization import load_tokenizer
+    from ...wrappers.token_counter import token_to_go
+
+    tokenizer = load_tokenizer(None)
+    to_go = [*token_to_go([tokenizer.count(action_text(m)) for m in gold or ()]), 0]
+    own = trajectory.ttg if trajectory.success and trajectory.ttg is not None else [None] * len(positions)
+    return [to_go[k] if k is not None else own[j] for j, k in enumerate(positions)]
+
+
+class _Replays:
+    """``wins_after`` of :func:`gold_walk` for one trajectory: an env that follows its actions (a
+    branch of the task's reset state, which ``start()`` returns, made at the first question), and a
+    branch of that per question."""
+
+    def __init__(self, start: Callable[[], Any], trajectory: Trajectory, gold: Sequence[dict[str, Any]]):
+        self.start, self.env, self.trajectory, self.gold, self.done = start, None, trajectory, gold, 0
+        self.answers: dict[tuple[int, int], bool] = {}
+
+    def __call__(self, t: int, k: int) -> bool:
+        if (t, k) not in self.answers:
+            if self.env is None:
+                self.env = self.start().branch()
+            if self.done > t + 1:
+                raise ValueError(f"{self.trajectory.id}: asked about the state after action {t}, already past it")
+            while self.done <= t and not self.env.done:  # the state after action t
+                self.env.step(action_text(self.trajectory.messages[self.trajectory.actions[self.done]]))
+                self.done += 1
+            self.answers[(t, k)] = replay_wins(self.env, self.gold[k:])
+        return self.answers[(t, k)]
+
+    def close(self) -> None:
+        """Close the env that follows the trajectory."""
+        if self.env is not None:
+            self.env.close()
+
+
 def label_gold_path(
-    trajectories: Iterable[Trajectory], env_id: str, env_kwargs: dict[str, Any] | None = None, progress: bool = True
+    trajectories: Iterable[Trajectory],
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    progress: bool = True,
+    targets: bool = False,
+    replay: bool = True,
 ) -> None:
     """Fill ``step_labels`` of tool-env trajectories (BFCL, tau2: envs with a ``gold`` policy) from
-    the gold path: one gold episode per task (:func:`gold_actions`), then :func:`gold_path_labels`.
-    A task where gold fails labels its steps 0."""
+    the gold path: one gold episode per task (:func:`gold_actions`), then :func:`gold_path_labels`,
+    whose departures are judged by replaying gold's remaining moves in branches of the engine.
+    A task where gold fails labels its steps 0.
+
+    ``targets`` also fills ``expert_ttg`` (``train-meter --targets gold``): per prefix, the tokens
+    of gold's moves still to do (:func:`gold_walk`; Qwen3 tokens, as ``TokenCounter`` counts
+    them), else the trajectory's own TTG when it won, else None (failure). ``replay=False`` judges
+    no departure (each is bad, the steps after it neutral; gold's tokens only up to it): no branches,
+    for envs whose branches are slow (tau2, about a second each).
+    """
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401  (registers the ids)
@@ -173,16 +295,39 @@ def label_gold_path(
 
     envs: dict[str, Any] = {}
     golds: dict[tuple[str, str], list[dict[str, Any]] | None] = {}
+    reset: set[tuple[str, str]] = set()  # the task whose reset state its split's env holds
+    # Sorted by task, so each task's gold episode and reset state are made once, and the reset state
+    # is branched for each of its trajectories' departures.
+    ordered = sorted(trajectories, key=lambda t: (str(t.task.get("split", "train")), str(t.task["id"])))
     try:
-        for traj in progress_bar(list(trajectories), desc="gold labels", disable=not progress):
+        for traj in progress_bar(ordered, desc="gold labels", disable=not progress):
             split = str(traj.task.get("split", "train"))
             key = (split, str(traj.task["id"]))
+            if split not in envs:
+                envs[split] = gym.make(env_id, **{"split": split, **(env_kwargs or {})})
             if key not in golds:
-                if split not in envs:
-                    envs[split] = gym.make(env_id, **{"split": split, **(env_kwargs or {})})
                 golds[key] = gold_actions(envs[split], traj.task["id"], env_id)
+                reset.discard(key)
             gold = golds[key]
-            traj.step_labels = [0] * traj.num_steps if gold is None else gold_path_labels(traj, gold)
+            if gold is None:
+                traj.step_labels = [0] * traj.num_steps
+                positions: list[int | None] = [None] * (traj.num_steps + 1)
+            else:
+
+                def start(env: Any = envs[split], key: tuple[str, str] = key, task_id: Any = traj.task["id"]) -> Any:
+                    if key not in reset:
+                        env.reset(seed=0, options={"task_id": task_id})
+                        reset.add(key)
+                    return env.unwrapped
+
+                replays = _Replays(start, traj, gold) if replay else None
+                try:
+                    positions, traj.step_labels = gold_walk(traj, gold, replays)
+                finally:
+                    if replays is not None:
+                        replays.close()
+            if targets:
+                traj.expert_ttg = _gold_targets(traj, gold, positions)
     finally:
         for env in envs.values():
             env.close()

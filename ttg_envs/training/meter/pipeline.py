@@ -114,6 +114,12 @@ def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
     trajectories = load_trajectories(paths)
     train, val = split_trajectories(trajectories, config.val_fraction, seed=config.seed)
     print(f"{len(trajectories)} trajectories from {len(paths)} files: {len(train)} train, {len(val)} held out")
+    if config.targets in ("gold", "gold-prefix"):  # the tool envs: gold's remaining moves from every state
+        from .evaluation import label_gold_path
+
+        start = time.perf_counter()
+        label_gold_path(train, config.env, config.env_kwargs, targets=True, replay=config.targets == "gold")
+        timings["gold_targets_s"] = time.perf_counter() - start
     if config.noop_siblings:
         from ...registry import make_policy
         from .siblings import add_noop_siblings
