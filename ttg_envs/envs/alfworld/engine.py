@@ -662,16 +662,7 @@ class AlfredEngine:
         """sha256 (16 hex chars) of the sorted current facts."""
         info = self._core.states[self._sid]
         if info.key is None:
-            names = self._core.fact_names
-            facts = []
-            for _, fs in info.facts:
-                for f in fs:
-                    name = names.get(f)
-                    if name is None:
-                        name = names[f] = str(f)
-                    facts.append(name)
-            facts.sort()
-            info.key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+            info.key = self._facts_digest(info, frozenset())
         return info.key
 
     def task_state_key(self) -> str:
@@ -679,19 +670,22 @@ class AlfredEngine:
         facts the goal and every action's precondition read. Equal keys leave the same plans."""
         info = self._core.states[self._sid]
         if info.task_key is None:
-            names = self._core.fact_names
-            facts = []
-            for sig, fs in info.facts:
-                if sig.name.lower() in BOOKKEEPING_FACTS:
-                    continue
-                for f in fs:
-                    name = names.get(f)
-                    if name is None:
-                        name = names[f] = str(f)
-                    facts.append(name)
-            facts.sort()
-            info.task_key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+            info.task_key = self._facts_digest(info, BOOKKEEPING_FACTS)
         return info.task_key
+
+    def _facts_digest(self, info: Any, skip: frozenset[str] | set[str]) -> str:
+        names = self._core.fact_names
+        facts = []
+        for sig, fs in info.facts:
+            if skip and sig.name.lower() in skip:
+                continue
+            for f in fs:
+                name = names.get(f)
+                if name is None:
+                    name = names[f] = str(f)
+                facts.append(name)
+        facts.sort()
+        return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
 
     # -------------------------------------------------------------- ownership and snapshots
     def owned_by(self, env: object) -> bool:
