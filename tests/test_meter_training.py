@@ -411,3 +411,14 @@ def test_step_quality_counts_a_tie_as_wrong_and_decided_accuracy_sets_it_aside()
     meter = ScriptedMeter(lambda h: answers[sum(m["role"] == "assistant" for m in h)])
     report = evaluate_meter(meter, [traj], failure_cost=1000.0, progress=False)
     assert report.step_quality_accuracy == 0.5 and report.decided_step_accuracy == 1.0 and report.steps["ties"] == 1
+
+
+def test_reports_record_task_ranges_as_index_lists():
+    # `--tasks 0 25 100-102` is a lazy TaskIndices; a report once wrote its repr ("TaskIndices(...)")
+    # into train_report.json and a shipped meter.json.
+    from ttg_envs.cli_args import TaskIndices
+    from ttg_envs.training.meter.config import MeterRunConfig, report_config
+
+    config = MeterRunConfig(tasks=TaskIndices([range(0, 1), range(25, 26), range(100, 103)]))
+    assert json.loads(json.dumps(report_config(config), default=str))["tasks"] == [0, 25, 100, 101, 102]
+    assert report_config(MeterRunConfig())["tasks"] is None

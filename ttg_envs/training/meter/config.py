@@ -100,5 +100,9 @@ EVAL_DEFAULTS: dict[str, Any] = _defaults(MeterEvalConfig)
 
 
 def report_config(config: MeterRunConfig) -> dict[str, Any]:
-    """The settings as a report records them (``env_kwargs`` as the JSON text the flag takes)."""
-    return {**asdict(config), "env_kwargs": json.dumps(config.env_kwargs)}
+    """The settings as a report records them (``env_kwargs`` as the JSON text the flag takes, task
+    indices as a list: ``--tasks`` ranges are a lazy sequence, whose text would be its repr)."""
+    tasks = config.tasks
+    if tasks is not None and not isinstance(tasks, (list, tuple)):
+        tasks = list(tasks) if len(tasks) <= 1 << 16 else repr(tasks)
+    return {**asdict(config), "env_kwargs": json.dumps(config.env_kwargs), "tasks": tasks}
