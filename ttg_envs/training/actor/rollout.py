@@ -257,10 +257,13 @@ class VLLMGenerator:
 
 def cache_kwarg(model: Any) -> str:
     """The name under which ``model``'s forward takes a KV cache (transformers 5.24 renamed
-    ``past_key_values`` to ``cache``; the old name still works there, with a warning)."""
+    ``past_key_values`` to ``cache``; the old name still works there, with a warning). A wrapper
+    with no ``forward`` (the LoRA reference, :class:`~ttg_envs.training.lora.AdapterOff`) is
+    read through its ``__call__``."""
     import inspect
 
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    forward = getattr(model, "forward", model)
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
