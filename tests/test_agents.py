@@ -206,6 +206,19 @@ def test_vllm_engine_from_an_unguarded_script_runs_in_process(monkeypatch, tmp_p
     assert seen == [None, "0"]
 
 
+def test_vllm_engine_from_a_script_on_stdin_runs_in_process(monkeypatch):
+    """``python - <<EOF`` names its main "<stdin>": spawn would try to re-run a file that does not exist."""
+    seen = []
+    monkeypatch.setitem(sys.modules, "vllm", _recording_vllm(seen))
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "unset")
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    main = types.ModuleType("__main__")
+    main.__file__ = "<stdin>"
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    load_actor("vllm:some/model")
+    assert seen == ["0"]
+
+
 def test_vllm_engine_in_a_spawned_reimport_says_what_to_add(monkeypatch):
     import multiprocessing
 

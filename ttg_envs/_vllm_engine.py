@@ -30,8 +30,10 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 def unguarded_main_script() -> Path | None:
     """The main script's path when its source never tests ``__main__`` (every line runs on import), else None."""
     path = getattr(sys.modules.get("__main__"), "__file__", None)
-    if not path or not Path(path).is_file():
+    if not path:
         return None  # an interactive session, ``python -c``, a notebook: spawn does not re-run them
+    if not Path(path).is_file():
+        return Path(path)  # ``python - <<EOF`` ("<stdin>"): spawn would re-run a file that is not there
     try:
         source = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
