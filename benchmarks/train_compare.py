@@ -24,7 +24,10 @@
 
 Each finished (estimator, seed) run is kept in ``<out>/runs/<estimator>-<seed>/run.json`` with the
 settings it ran under, and a rerun with the same settings reuses it, so an interrupted comparison
-resumes and more seeds or estimators can be added later.
+resumes and more seeds or estimators can be added later. An unfinished run keeps its record and the
+trainer's checkpoint at its last evaluation (``partial.json``, ``checkpoint-<step>``) and resumes from
+there, repeating exactly the steps an uninterrupted run takes; ``--budget-s`` stops a call at the next
+evaluation after that many seconds, so a long comparison grows session by session.
 
 Writes ``curves.json`` (every evaluation and training step), ``table.md`` (success at fixed steps,
 mean and std over seeds; steps to ``--threshold``) and ``curves.png`` (paper figure 3's two panels:
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -100,6 +104,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=1,
         help="torch CPU threads (default 1: the tiny policy's ops are too small to split; on the shared 2-core "
         "machine 2 threads cost several times the CPU time per step, benchmarks/bench_trainer.py)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="stop starting training steps after this many seconds; an unfinished run keeps its last evaluation's "
+        "checkpoint and the next call with the same arguments resumes it",
     )
     args = p.parse_args(argv)
     if args.env == "corridor":  # the toy's own sizes unless given
@@ -290,8 +301,14 @@ def max_tokens(args) -> int:
     return 4 if args.env == "corridor" else 16
 
 
-def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter, start_eval: dict[str, float]) -> dict[str, Any]:
-    """One (estimator, seed) run from the start; ``start_eval`` is the start's own evaluation (step 0, the same for every run)."""
+def train_run(
+    args, estimator: str, seed: int, start: Path, tasks, eval_envs, meter, start_eval: dict[str, float], deadline: float | None = None
+) -> dict[str, Any] | None:
+    """One (estimator, seed) run from the start; ``start_eval`` is the start's own evaluation (step 0, the same for every run).
+
+    After each evaluation the run so far and the trainer's checkpoint are kept (``partial.json``), so a
+    run cut short resumes from its last evaluation; past ``deadline`` (``time.perf_counter``) the run
+    stops at its next evaluation and returns ``None``."""
     from ttg_envs.training.actor.admissible import AdmissibleGenerator
     from ttg_envs.training.actor.trainer import TrainConfig, Trainer
 
@@ -318,16 +335,27 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
         save_every=0,
         out_dir=str(Path(args.out) / "runs" / f"{estimator}-{seed}"),
     )
-    metrics_file = Path(config.out_dir) / "metrics.jsonl"
-    if metrics_file.exists():
-        metrics_file.unlink()
     trainer = Trainer(
         config, model, tokenizer, meter=meter if estimator == "delta_ttg" else None, generator=AdmissibleGenerator(model, tokenizer)
     )
-    run = {"estimator": estimator, "seed": seed, "eval_steps": [], "eval": [], "eval_tokens": [], "train": []}
-    tokens = 0
-    begin = time.perf_counter()
+    run = {"estimator": estimator, "seed": seed, "eval_steps": [], "eval": [], "eval_tokens": [], "train": [], "wall_s": 0.0}
+    partial = resumable_run(args, estimator, seed)
+    if partial is not None:
+        run = partial
+        trainer.resume(checkpoint_folder(args, estimator, seed, run["eval_steps"][-1]))
+        print(f"{estimator} seed {seed}: resuming after step {trainer.step_index}", flush=True)
+    else:
+        metrics_file = Path(config.out_dir) / "metrics.jsonl"
+        if metrics_file.exists():
+            metrics_file.unlink()
+    tokens = run["eval_tokens"][-1] if run["eval_tokens"] else 0
+    begin = time.perf_counter() - run["wall_s"]
     for target in range(0, args.steps + 1, args.eval_every):
+        if target in run["eval_steps"]:
+            continue
+        if target and deadline is not None and time.perf_counter() > deadline:
+            print(f"{estimator} seed {seed}: out of --budget-s after step {trainer.step_index}; rerun to go on", flush=True)
+            return None
         if target:
             for m in trainer.train(steps=target, progress=False):
                 tokens += m["response_tokens"]
@@ -337,15 +365,57 @@ def train_run(args, estimator: str, seed: int, start: Path, tasks, eval_envs, me
         run["eval_steps"].append(target)
         run["eval_tokens"].append(tokens)
         run["eval"].append(evaluate(model, tokenizer, eval_envs, tasks, args) if target else start_eval)
-        print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} ({time.perf_counter() - begin:.0f}s)", flush=True)
-    run["wall_s"] = round(time.perf_counter() - begin, 1)
+        run["wall_s"] = round(time.perf_counter() - begin, 1)
+        print(f"{estimator} seed {seed} step {target}: held-out {run['eval'][-1]} ({run['wall_s']:.0f}s)", flush=True)
+        if target and target < args.steps:
+            keep_partial(args, run)
     run["settings"] = run_settings(args)
     run_file(args, estimator, seed).write_text(json.dumps(run, indent=1))
+    drop_partial(args, estimator, seed)
     return run
 
 
+def checkpoint_folder(args, estimator: str, seed: int, step: int) -> Path:
+    """The trainer's checkpoint of ``step`` (``Trainer.save``'s default folder name)."""
+    return run_file(args, estimator, seed).parent / f"checkpoint-{step}"
+
+
+def _partial_file(args, estimator: str, seed: int) -> Path:
+    return run_file(args, estimator, seed).parent / "partial.json"
+
+
+def keep_partial(args, run: dict[str, Any]) -> None:
+    """Record an unfinished run at its last evaluation (whose checkpoint the trainer just saved); older checkpoints go."""
+    estimator, seed, step = run["estimator"], run["seed"], run["eval_steps"][-1]
+    path = _partial_file(args, estimator, seed)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**run, "settings": run_settings(args)}, indent=1))
+    tmp.replace(path)
+    for old in path.parent.glob("checkpoint-*"):
+        if old.name != f"checkpoint-{step}":
+            shutil.rmtree(old)
+
+
+def resumable_run(args, estimator: str, seed: int) -> dict[str, Any] | None:
+    """An unfinished run's record when its settings match ``args`` and its checkpoint is there."""
+    path = _partial_file(args, estimator, seed)
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text())
+    if run.pop("settings") != run_settings(args) or not checkpoint_folder(args, estimator, seed, run["eval_steps"][-1]).is_dir():
+        return None
+    return run
+
+
+def drop_partial(args, estimator: str, seed: int) -> None:
+    """Remove an unfinished run's record and the trainer's checkpoints (a finished run keeps only ``run.json``)."""
+    _partial_file(args, estimator, seed).unlink(missing_ok=True)
+    for old in run_file(args, estimator, seed).parent.glob("checkpoint-*"):
+        shutil.rmtree(old)
+
+
 #: Arguments that do not change what one (estimator, seed) run computes.
-_NOT_RUN_SETTINGS = ("out", "estimators", "seeds", "threads", "torch_threads", "threshold", "start_eval_seeds")
+_NOT_RUN_SETTINGS = ("out", "estimators", "seeds", "threads", "torch_threads", "threshold", "start_eval_seeds", "budget_s")
 
 
 def run_settings(args) -> dict[str, Any]:
@@ -442,6 +512,25 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def start_evaluations(args, out: Path, eval_envs, tasks, seeds: tuple[int, ...]) -> list[dict[str, float]]:
+    """The start's held-out evaluation under each sampling seed, cached in ``<out>/start_eval.json`` under
+    the settings it depends on (the start's weights among them)."""
+    import hashlib
+
+    key = {k: getattr(args, k) for k in ("env", "task_types", "eval_tasks", "eval_samples", "max_turns")}
+    key["seeds"] = list(seeds)
+    key["start_sha256"] = hashlib.sha256((out / "start" / "model.safetensors").read_bytes()).hexdigest()
+    path = out / "start_eval.json"
+    if path.is_file():
+        cached = json.loads(path.read_text())
+        if cached["key"] == key:
+            return cached["evals"]
+    start_model = load_start(out / "start")
+    evals = [evaluate(*start_model, eval_envs, tasks, args, seed) for seed in seeds]
+    path.write_text(json.dumps({"key": key, "evals": evals}, indent=1))
+    return evals
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
@@ -464,16 +553,22 @@ def main(argv=None) -> int:
         from ttg_envs.meters import load_meter
 
         meter = load_meter(args.meter)
-    start_model = load_start(out / "start")
     start_seeds = (12345, *range(1, args.start_eval_seeds))
-    start_evals = [evaluate(*start_model, eval_envs, tasks, args, seed) for seed in start_seeds]
+    start_evals = start_evaluations(args, out, eval_envs, tasks, start_seeds)
     start_eval = start_evals[0]
     print(f"start: held-out {start_eval}", flush=True)
-    runs = [
-        cached_run(args, est, int(seed)) or train_run(args, est, int(seed), out / "start", tasks, eval_envs, meter, start_eval)
-        for seed in args.seeds.split(",")
-        for est in estimators
-    ]
+    deadline = begin + args.budget_s if args.budget_s else None
+    runs, unfinished = [], []
+    for seed in args.seeds.split(","):
+        for est in estimators:
+            run = cached_run(args, est, int(seed)) or train_run(
+                args, est, int(seed), out / "start", tasks, eval_envs, meter, start_eval, deadline
+            )
+            (runs if run is not None else unfinished).append(run or f"{est}-{seed}")
+    if unfinished:
+        print(f"unfinished (rerun with the same arguments to go on): {', '.join(unfinished)}", flush=True)
+    if not runs:
+        return 0
     rows = summary(runs, args.threshold)
     result = {
         "command": "python " + " ".join(sys.argv),
@@ -482,11 +577,14 @@ def main(argv=None) -> int:
         "start_eval": {"seeds": list(start_seeds), "evals": start_evals},
         "held_out_tasks": tasks,
         "runs": runs,
+        "unfinished": unfinished,
         "summary": rows,
         "wall_s": round(time.perf_counter() - begin, 1),
     }
     (out / "curves.json").write_text(json.dumps(result, indent=1))
     table = markdown(rows, args.threshold, [e["all"] for e in start_evals])
+    if unfinished:
+        table += f"\nUnfinished runs, not in the rows above (the same command resumes them): {', '.join(unfinished)}.\n"
     (out / "table.md").write_text(table)
     try:
         plot(rows, out / "curves.png")
