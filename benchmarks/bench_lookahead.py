@@ -20,7 +20,9 @@ actor made them while generating), so ``TokenCounter`` counts ``len(token_ids)``
 The meter is ``ScriptedMeter`` (a constant answer, about free), so the guided-4 ratio is the env's
 own cost of lookahead; ``--meter shipped`` uses the env's shipped meter instead (the tool envs get
 AWM's, as ``registry`` says), whose call then weighs in both the natural and the guided step.
-Ratios are to the natural step, medians over the states and ``--rounds``. Each figure is printed
+The last two columns are the time spent in the meter's ``estimate`` calls within the natural and
+the guided-4 step (the guided step scores its four trials in one call). Ratios are to the natural
+step, medians over the states and ``--rounds``. Each figure is printed
 twice: one sample per state (one stack), and the least of ``--copies`` stacks that play the same
 actions in lockstep (see :func:`measure`: on a loaded machine the longer steps wait for the CPU
 more often than the short ones, and the least of a few equal steps leaves most of that out).
@@ -62,6 +64,8 @@ FIELDS = (
     "branch close",
     "natural step",
     "guided-4 step",
+    "natural: meter",
+    "guided-4: meter",
     "reset (warm)",
     "reset + first step",
 )
@@ -91,14 +95,46 @@ def _next_task(options: dict, i: int) -> dict:
     return options
 
 
-def _meter(env_id: str, kind: str):
+class _TimedMeter:
+    """A meter whose ``estimate`` calls add up their time in :attr:`spent` (the meter's share of a step)."""
+
+    def __init__(self, meter) -> None:
+        self.meter, self.spent = meter, _Ms((0.0, 0.0))
+
+    def estimate(self, histories):
+        ms, out = _ms(lambda: self.meter.estimate(histories))
+        self.spent += ms
+        return out
+
+    def __getattr__(self, name: str):
+        return getattr(self.meter, name)
+
+
+def _meter(env_id: str, kind: str) -> _TimedMeter:
     if kind == "shipped":
         from ttg_envs.meters import load_meter
 
-        return load_meter(env_id)
+        return _TimedMeter(load_meter(env_id))
     from ttg_envs.meters.scripted import ScriptedMeter
 
-    return ScriptedMeter(lambda history: (True, 100))
+    return _TimedMeter(ScriptedMeter(lambda history: (True, 100)))
+
+
+def _with_meter(stack, step) -> tuple[_Ms, _Ms]:
+    """``step()``'s time, and that of the meter calls in it.
+
+    The meter first forgets what it cached and then scores the current history untimed, as the
+    step before would have in an episode: a state is measured twice (the warm-up pass plays the
+    first task again), and a shipped meter would otherwise meet the new histories in its cache.
+    """
+    from ttg_envs.wrappers.progress_meter import find_meter_wrapper
+
+    meter = find_meter_wrapper(stack).meter
+    if hasattr(meter.meter, "clear_cache"):
+        meter.meter.clear_cache()
+    meter.meter.estimate([stack.unwrapped.messages])
+    meter.spent = _Ms((0.0, 0.0))
+    return step(), meter.spent
 
 
 def _actor_output(kind: str):
@@ -200,9 +236,13 @@ def measure(
             for env in plains:
                 samples["plain step"].append(_ms(lambda: env.step(act))[0])
             for env in naturals:
-                samples["natural step"].append(_ms(lambda: env.step(act))[0])
+                ms, meter_ms = _with_meter(env, lambda: _ms(lambda: env.step(act))[0])
+                samples["natural step"].append(ms)
+                samples["natural: meter"].append(meter_ms)
             for env in metereds:
-                samples["guided-4 step"].append(guided(env, text))
+                ms, meter_ms = _with_meter(env, lambda: guided(env, text))
+                samples["guided-4 step"].append(ms)
+                samples["guided-4: meter"].append(meter_ms)
             gc.collect()
             if not warm_up:
                 add(samples)
@@ -241,13 +281,13 @@ def _table(label: str, figures: dict[str, dict[str, float]]) -> None:
     print(f"\n{label}: ms (median), ratios to the natural step")
     print(
         f"{'env':18s} {'plain':>8s} {'br+1st':>8s} {'close':>7s} {'natural':>8s} {'guided-4':>9s} {'reset':>8s} {'rst+1st':>8s} | "
-        f"{'br+1st/plain':>12s} {'guided/nat':>10s}"
+        f"{'br+1st/plain':>12s} {'guided/nat':>10s} | {'meter: nat':>10s} {'guided-4':>9s}"
     )
     for name, f in figures.items():
         print(
             f"{name:18s} {f['plain step']:8.2f} {f['branch + first step']:8.2f} {f['branch close']:7.2f} {f['natural step']:8.2f} "
             f"{f['guided-4 step']:9.1f} {f['reset (warm)']:8.1f} {f['reset + first step']:8.1f} | {f['branch + first step'] / f['plain step']:12.2f} "
-            f"{f['guided-4 step'] / f['natural step']:10.2f}"
+            f"{f['guided-4 step'] / f['natural step']:10.2f} | {f['natural: meter']:10.2f} {f['guided-4: meter']:9.2f}"
         )
 
 
