@@ -417,7 +417,7 @@ class Tau2Env(ToolEnv):
 
 def _get_response(environment: Any, tool_call: Any) -> Any:
     """tau2's ``Environment.get_response`` without its ``logger.debug(f"Response: {resp}")``: the
-    f-string formats the result's pydantic models on every call, logging on or off (a tenth of a
+    f-string formats the result's pydantic models on every call, logging on or off (a fifth of a
     trial step on retail). An environment class with its own ``get_response`` is called as it is."""
     base = tau2("tau2.environment.environment").Environment
     if type(environment).get_response is not base.get_response:
