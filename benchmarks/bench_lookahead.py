@@ -12,10 +12,17 @@ with tau2's gold user), at each state:
   then the chosen one stepped through a second such stack;
 - reset (warm): ``reset`` of the same task again; reset + first step: that and the policy's first step.
 
+Actions are what an LLM actor passes (``--actions generation``, the default): a
+:class:`~ttg_envs.core.Generation` with the text's token ids, encoded before the clock starts (the
+actor made them while generating), so ``TokenCounter`` counts ``len(token_ids)`` in every stack;
+``--actions text`` passes plain strings, which each stack (and each trial) tokenises again.
+
 The meter is ``ScriptedMeter`` (a constant answer, about free), so the guided-4 ratio is the env's
 own cost of lookahead; ``--meter shipped`` uses the env's shipped meter instead (the tool envs get
 AWM's, as ``registry`` says), whose call then weighs in both the natural and the guided step.
-Ratios are to the natural step, medians over the states and ``--rounds``. Each figure is printed
+The last two columns are the time spent in the meter's ``estimate`` calls within the natural and
+the guided-4 step (the guided step scores its four trials in one call). Ratios are to the natural
+step, medians over the states and ``--rounds``. Each figure is printed
 twice: one sample per state (one stack), and the least of ``--copies`` stacks that play the same
 actions in lockstep (see :func:`measure`: on a loaded machine the longer steps wait for the CPU
 more often than the short ones, and the least of a few equal steps leaves most of that out).
@@ -28,7 +35,7 @@ Every sample is taken on two clocks at once: the wall, and this process's CPU ti
 busy CPU in it; none of AWM's app, which runs in its sandbox, so AWM's CPU figures leave most of its
 step out). ``--clock wall`` or ``--clock cpu`` prints one clock's tables only (default: both).
 
-Run: ``python benchmarks/bench_lookahead.py [--rounds 3] [--steps 4] [--copies 3] [--clock cpu] [--before /work/main] [--envs AWM tau2]``.
+Run: ``python benchmarks/bench_lookahead.py [--rounds 3] [--steps 4] [--copies 3] [--clock cpu] [--actions text] [--before /work/main] [--envs AWM tau2]``.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ FIELDS = (
     "branch close",
     "natural step",
     "guided-4 step",
+    "natural: meter",
+    "guided-4: meter",
     "reset (warm)",
     "reset + first step",
 )
@@ -86,17 +95,62 @@ def _next_task(options: dict, i: int) -> dict:
     return options
 
 
-def _meter(env_id: str, kind: str):
+class _TimedMeter:
+    """A meter whose ``estimate`` calls add up their time in :attr:`spent` (the meter's share of a step)."""
+
+    def __init__(self, meter) -> None:
+        self.meter, self.spent = meter, _Ms((0.0, 0.0))
+
+    def estimate(self, histories):
+        ms, out = _ms(lambda: self.meter.estimate(histories))
+        self.spent += ms
+        return out
+
+    def __getattr__(self, name: str):
+        return getattr(self.meter, name)
+
+
+def _meter(env_id: str, kind: str) -> _TimedMeter:
     if kind == "shipped":
         from ttg_envs.meters import load_meter
 
-        return load_meter(env_id)
+        return _TimedMeter(load_meter(env_id))
     from ttg_envs.meters.scripted import ScriptedMeter
 
-    return ScriptedMeter(lambda history: (True, 100))
+    return _TimedMeter(ScriptedMeter(lambda history: (True, 100)))
 
 
-def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str, dict[str, dict[str, list[float]]]]:
+def _with_meter(stack, step) -> tuple[_Ms, _Ms]:
+    """``step()``'s time, and that of the meter calls in it.
+
+    The meter first forgets what it cached and then scores the current history untimed, as the
+    step before would have in an episode: a state is measured twice (the warm-up pass plays the
+    first task again), and a shipped meter would otherwise meet the new histories in its cache.
+    """
+    from ttg_envs.wrappers.progress_meter import find_meter_wrapper
+
+    meter = find_meter_wrapper(stack).meter
+    if hasattr(meter.meter, "clear_cache"):
+        meter.meter.clear_cache()
+    meter.meter.estimate([stack.unwrapped.messages])
+    meter.spent = _Ms((0.0, 0.0))
+    return step(), meter.spent
+
+
+def _actor_output(kind: str):
+    """``text -> action``: the text itself, or a ``Generation`` with its token ids (what an LLM actor passes)."""
+    if kind == "text":
+        return lambda text: text
+    from ttg_envs.core import Generation
+    from ttg_envs.tokenization import load_tokenizer
+
+    tokenizer = load_tokenizer(None)
+    return lambda text: Generation(text, tuple(tokenizer.encode(text)))
+
+
+def measure(
+    name: str, steps: int, meter_kind: str, copies: int = 3, actions: str = "generation"
+) -> dict[str, dict[str, dict[str, list[float]]]]:
     """One env's samples (ms, per clock of :data:`CLOCKS`) along the first ``steps`` non-final states of its policy's episode.
 
     Every timed step is a second visit of its transition: an untimed step in a branch goes first.
@@ -125,6 +179,7 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
     naturals = [make_env(env_id, meter=_meter(env_id, meter_kind), **kwargs) for _ in range(copies)]
     policy = make_policy(env_id, policy_name, seed=0)
     selector = GuidedSelector(None, k=4)
+    as_action = _actor_output(actions)
     out = {clock: {f: {"first": [], "best": []} for f in FIELDS} for clock in CLOCKS}
     done = out["wall"]["plain step"]["first"]  # the states measured so far
 
@@ -135,10 +190,11 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
                 out[clock][field]["best"].append(min(v[c] for v in values))
 
     def guided(metered, text: str) -> _Ms:
-        candidates = [text + " " * i for i in range(4)]  # four distinct texts, each tried in its own branch
+        # Four distinct texts, each tried in its own branch (their token ids made before the clock starts).
+        candidates = [as_action(text + " " * i) for i in range(4)]
         gc.collect()
         choose, chosen = _ms(lambda: selector.choose(metered, candidates))
-        return choose + _ms(lambda: metered.step(chosen.text))[0]
+        return choose + _ms(lambda: metered.step(chosen))[0]
 
     # The first pass loads and warms what every later call reuses; episodes that end before
     # ``steps`` states (PaperSearchQA's: a search, then the answer) go on with the next task.
@@ -154,8 +210,9 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
                 resets.append(_ms(lambda: plain.reset(options=options))[0])
                 # An env may defer work to its first step (AWM before: the app's start): both together.
                 first = policy(plain)
+                first = as_action(getattr(first, "text", first))
                 ms = _ms(lambda: plain.reset(options=options))[0]
-                firsts.append(ms + _ms(lambda: plain.step(getattr(first, "text", first)))[0])
+                firsts.append(ms + _ms(lambda: plain.step(first))[0])
             add({"reset (warm)": resets, "reset + first step": firsts})
             plain.reset(options=options)
         for env in naturals:
@@ -163,6 +220,7 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
         for _ in range(1 if warm_up else steps - len(done)):
             action = policy(plain)
             text = getattr(action, "text", action)
+            act = as_action(text)
             visit = plain.branch()  # the untimed first visit
             result = visit.step(text)
             visit.close()
@@ -172,15 +230,19 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
             for _ in range(copies):
                 twin = plain.branch()
                 ms, child = _ms(twin.branch)
-                samples["branch + first step"].append(ms + _ms(lambda: child.step(text))[0])
+                samples["branch + first step"].append(ms + _ms(lambda: child.step(act))[0])
                 samples["branch close"].append(_ms(child.close)[0])
                 twin.close()
             for env in plains:
-                samples["plain step"].append(_ms(lambda: env.step(text))[0])
+                samples["plain step"].append(_ms(lambda: env.step(act))[0])
             for env in naturals:
-                samples["natural step"].append(_ms(lambda: env.step(text))[0])
+                ms, meter_ms = _with_meter(env, lambda: _ms(lambda: env.step(act))[0])
+                samples["natural step"].append(ms)
+                samples["natural: meter"].append(meter_ms)
             for env in metereds:
-                samples["guided-4 step"].append(guided(env, text))
+                ms, meter_ms = _with_meter(env, lambda: guided(env, text))
+                samples["guided-4 step"].append(ms)
+                samples["guided-4: meter"].append(meter_ms)
             gc.collect()
             if not warm_up:
                 add(samples)
@@ -189,14 +251,15 @@ def measure(name: str, steps: int, meter_kind: str, copies: int = 3) -> dict[str
     return out
 
 
-def run_here(names: list[str], steps: int, meter_kind: str, copies: int) -> dict:
+def run_here(names: list[str], steps: int, meter_kind: str, copies: int, actions: str = "generation") -> dict:
     """Every env's samples in this process."""
-    return {name: measure(name, steps, meter_kind, copies) for name in names}
+    return {name: measure(name, steps, meter_kind, copies, actions) for name in names}
 
 
-def _child(tree: str, names: list[str], steps: int, meter_kind: str, copies: int) -> dict:
+def _child(tree: str, names: list[str], steps: int, meter_kind: str, copies: int, actions: str) -> dict:
     env = {**os.environ, "PYTHONPATH": tree}
     argv = [sys.executable, __file__, "--json", "--steps", str(steps), "--meter", meter_kind, "--copies", str(copies)]
+    argv += ["--actions", actions]
     argv += ["--envs", *names]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -218,13 +281,13 @@ def _table(label: str, figures: dict[str, dict[str, float]]) -> None:
     print(f"\n{label}: ms (median), ratios to the natural step")
     print(
         f"{'env':18s} {'plain':>8s} {'br+1st':>8s} {'close':>7s} {'natural':>8s} {'guided-4':>9s} {'reset':>8s} {'rst+1st':>8s} | "
-        f"{'br+1st/plain':>12s} {'guided/nat':>10s}"
+        f"{'br+1st/plain':>12s} {'guided/nat':>10s} | {'meter: nat':>10s} {'guided-4':>9s}"
     )
     for name, f in figures.items():
         print(
             f"{name:18s} {f['plain step']:8.2f} {f['branch + first step']:8.2f} {f['branch close']:7.2f} {f['natural step']:8.2f} "
             f"{f['guided-4 step']:9.1f} {f['reset (warm)']:8.1f} {f['reset + first step']:8.1f} | {f['branch + first step'] / f['plain step']:12.2f} "
-            f"{f['guided-4 step'] / f['natural step']:10.2f}"
+            f"{f['guided-4 step'] / f['natural step']:10.2f} | {f['natural: meter']:10.2f} {f['guided-4: meter']:9.2f}"
         )
 
 
@@ -242,17 +305,23 @@ def main() -> None:
         default="both",
         help="the tables to print: wall time, this process's CPU time, or both (each taken in the same run)",
     )
+    parser.add_argument(
+        "--actions",
+        choices=("generation", "text"),
+        default="generation",
+        help="what the stacks are stepped with: a Generation with token ids (an LLM actor's output) or plain text",
+    )
     parser.add_argument("--json", action="store_true", help="print this process's samples as JSON (one round)")
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(run_here(args.envs, args.steps, args.meter, args.copies)))
+        print(json.dumps(run_here(args.envs, args.steps, args.meter, args.copies, args.actions)))
         return
     here = str(Path(__file__).resolve().parent.parent)
     trees = {"now": here, **({"before": args.before} if args.before else {})}
     rounds: dict[str, list[dict]] = {label: [] for label in trees}
     for _ in range(args.rounds):
         for label, tree in trees.items():
-            rounds[label].append(_child(tree, args.envs, args.steps, args.meter, args.copies))
+            rounds[label].append(_child(tree, args.envs, args.steps, args.meter, args.copies, args.actions))
     clocks = CLOCKS if args.clock == "both" else (args.clock,)
     for clock, kind in ((clock, kind) for clock in clocks for kind in ("first", "best")):
         what = "one sample per state" if kind == "first" else f"least of {args.copies} lockstep copies per state"

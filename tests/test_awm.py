@@ -396,6 +396,30 @@ def test_branches_are_independent_and_keys_track_the_database(crm_env):
     child.close()
 
 
+def test_branches_of_one_state_copy_its_database_once(crm_env, monkeypatch):
+    """A guided step's trials start from the database as the last step left it, copied out once;
+    a request to the app (a write among them) makes the next branch copy it again."""
+    from ttg_envs.envs.awm import env as awm_env
+
+    base = crm_env.unwrapped
+    crm_env.reset(options={"task_id": "crm_1/0"})
+    crm_env.step(call_text("update_deal_stage", {"deal_id": 1, "stage": "closed_won"}))  # its state key read it
+    reads = []
+    real = awm_env.copy_out
+    monkeypatch.setattr(awm_env, "copy_out", lambda folder, name: reads.append(folder.path) or real(folder, name))
+    children = [branch(crm_env) for _ in range(4)]
+    assert base._workspace.folder.path not in reads
+    crm_env.step(call_text("update_deal_stage", {"deal_id": 2, "stage": "closed_won"}))
+    assert reads.count(base._workspace.folder.path) == 1  # the step's state key
+    child = branch(crm_env)
+    assert reads.count(base._workspace.folder.path) == 1
+    for env in children:
+        assert env.step(call_text("list_deals", {}))[4]["state_key"] != child.unwrapped._state_key()
+    assert child.step(call_text("list_deals", {}))[4]["state_key"] == crm_env.step(call_text("list_deals", {}))[4]["state_key"]
+    for env in [*children, child]:
+        env.close()
+
+
 def test_branches_and_resets_fork_inside_one_sandbox(crm_env):
     """No branch or reset starts a sandbox: a branch forks the running app, a reset a warm one."""
     base = crm_env.unwrapped

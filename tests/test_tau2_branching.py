@@ -148,3 +148,34 @@ def test_read_only_tools_write_nothing(domain):
                         pass
                 assert environment.get_db_hash() == before, move.name
     assert len(seen) >= 2
+
+
+def test_tool_responses_equal_tau2s_get_response_without_its_log_line(monkeypatch):
+    # The env calls tau2's tools itself (tau2's get_response formats every result into a debug
+    # f-string, logging off or on): the messages and the databases it leaves must be tau2's own.
+    from tau2.data_model.message import ToolCall as Tau2Call
+
+    from ttg_envs.envs.tau2 import env as tau2_env
+
+    ours, theirs = new_environment("retail"), new_environment("retail")
+    user_id = next(iter(ours.tools.db.users))
+    order_id = next(iter(ours.tools.db.orders))
+    calls = [
+        ("find_user_id_by_name_zip", {"first_name": "no", "last_name": "body", "zip": "00000"}),  # an error
+        ("get_user_details", {"user_id": user_id}),
+        ("get_order_details", {"order_id": order_id}),
+        ("calculate", {"expression": "2 + 3 * 4"}),
+        ("no_such_tool", {}),
+        ("cancel_pending_order", {"order_id": order_id, "reason": "no longer needed"}),  # a write (or its error)
+    ]
+    formatted, errors = [], []
+    monkeypatch.setattr(tau2_env.tau2("tau2.environment.environment"), "logger", type("L", (), {"debug": formatted.append})())
+    for i, (name, arguments) in enumerate(calls):
+        call = Tau2Call(id=f"c{i}", name=name, arguments=arguments, requestor="assistant")
+        got = tau2_env._get_response(ours, call)
+        want = theirs.get_response(call)
+        assert got.model_dump(exclude={"timestamp"}) == want.model_dump(exclude={"timestamp"}), name
+        errors.append(got.error)
+    assert len(formatted) == len(calls)  # tau2's path logged each call; ours never formatted one
+    assert ours.get_db_hash() == theirs.get_db_hash()
+    assert errors[0] and errors[4] and not errors[1] and not errors[3]
