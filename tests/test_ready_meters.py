@@ -104,3 +104,35 @@ def test_an_env_id_without_a_meter_says_which_exist(monkeypatch):
     monkeypatch.setitem(ENV_SPECS, "ttg/Other-v0", replace(ENV_SPECS["ttg/AWM-v0"], id="ttg/Other-v0", meter="no-such-meter"))
     with pytest.raises(LookupError, match="no meter ships for 'ttg/Other-v0'; shipped meters: "):
         ready_meter_path("ttg/Other-v0")
+
+
+def test_a_cpu_meter_calls_on_one_thread_and_restores_the_callers_count():
+    """A shipped meter's calls run on 1 torch thread on CPU (its ops are too small to split: ~40x the
+    CPU on 2 loaded threads, README Lookahead) and leave the caller's count as it was."""
+    import torch
+
+    from ttg_envs.meters import load_meter
+
+    history = [{"role": "system", "content": "You are in a room."}, {"role": "user", "content": "Your task is to: put a mug in the sink."}]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        meter = load_meter("ttg/ALFWorld-v0")
+        assert meter.call_threads == 1
+        seen = []
+        embed = meter.model.embed
+
+        def recording(*a, **k):
+            seen.append(torch.get_num_threads())
+            return embed(*a, **k)
+
+        meter.model.embed = recording
+        one = meter.estimate([history])[0]
+        assert seen == [1] and torch.get_num_threads() == 2
+        meter.call_threads = None  # the process's count, as before
+        meter.clear_cache()
+        two = meter.estimate([history])[0]
+        assert seen == [1, 2] and two.remaining_tokens == pytest.approx(one.remaining_tokens, rel=1e-5)
+        assert load_meter("ttg/ALFWorld-v0", threads=2).call_threads == 2  # an explicit count is what its calls get
+    finally:
+        torch.set_num_threads(before)

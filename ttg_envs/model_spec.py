@@ -20,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,28 @@ def set_threads(threads: int | None) -> None:
     """
     if threads:
         require("torch", "hf").set_num_threads(int(threads))
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block's torch CPU ops on ``threads`` threads, then restore the count it found (None: unchanged).
+
+    The count is process-wide while the block runs, so another Python thread's torch ops in that
+    window run on it too.
+    """
+    if not threads:
+        yield
+        return
+    torch = require("torch", "hf")
+    before = torch.get_num_threads()
+    if before == threads:
+        yield
+        return
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _truthy(value: str | None) -> bool:

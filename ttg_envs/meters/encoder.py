@@ -24,6 +24,7 @@ from typing import Any
 
 from .._io import atomic_folder, load_folder
 from .._optional import require
+from ..model_spec import torch_threads
 from .answer import format_answer
 from .base import CachedMeter, Estimate, History
 from .hf import METER_CONFIG
@@ -258,6 +259,10 @@ class EncoderMeter(CachedMeter):
         segment_cache_size: segment embeddings cached by text.
         turn_limit: the turn limit of the episodes it scores, for a budget-aware meter (default:
             the limit it was trained at, ``config.turn_limit``).
+        call_threads: torch CPU threads for the meter's own calls, set around each and restored
+            after (:func:`~ttg_envs.model_spec.torch_threads`); default 1 on CPU, where this small
+            network's ops are too small to split (on the shared 2-core machine a call cost ~40x the
+            CPU on torch's default 2 threads, the same outputs); None runs on the process's count.
     """
 
     def __init__(
@@ -271,6 +276,7 @@ class EncoderMeter(CachedMeter):
         cache_size: int = 65536,
         segment_cache_size: int = 262144,
         turn_limit: int | None = None,
+        call_threads: int | None | str = "auto",
     ):
         super().__init__(cache_size)
         self._torch = require("torch", "hf")
@@ -282,6 +288,9 @@ class EncoderMeter(CachedMeter):
         self.segment_cache_size = int(segment_cache_size)
         self._segments: OrderedDict[Segment, Any] = OrderedDict()
         self._turn_limit = turn_limit
+        if call_threads == "auto":
+            call_threads = 1 if self.device.type == "cpu" else None
+        self.call_threads = call_threads
 
     @property
     def budget_aware(self) -> bool:
@@ -333,6 +342,8 @@ class EncoderMeter(CachedMeter):
         from ..model_spec import set_threads
 
         set_threads(threads)
+        if threads:  # the meter's calls run on what was asked, not on its CPU default
+            kwargs.setdefault("call_threads", int(threads))
         if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
             backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
         else:
@@ -398,7 +409,7 @@ class EncoderMeter(CachedMeter):
         """Segment embeddings ``[len(texts), width]`` without gradients, from the segment cache when possible."""
         torch = self._torch
         missing = list(dict.fromkeys(t for t in texts if t not in self._segments))
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_threads(self.call_threads):
             for start in range(0, len(missing), self.batch_size):
                 chunk = missing[start : start + self.batch_size]
                 batch = self.tokenize(chunk)
@@ -445,7 +456,7 @@ class EncoderMeter(CachedMeter):
             padded[b, : len(segs)] = vectors[offset : offset + len(segs)]
             offset += len(segs)
         turns_left = self.turns_left(steps, lengths.tolist())
-        with torch.inference_mode():
+        with torch.inference_mode(), torch_threads(self.call_threads):
             return self.model(padded, lengths, turns_left), lengths
 
     def estimate_at_turns(self, histories: Sequence[History], idle: Sequence[int]) -> list[Estimate]:

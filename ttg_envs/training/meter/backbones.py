@@ -66,6 +66,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         tokenizer,
         config,
         device=device,
+        call_threads=None,  # training runs on the process's threads (--threads), as the shipped meters were built
     )
     rc = RegressionConfig(
         epochs=settings.epochs,
