@@ -253,8 +253,17 @@ def test_ttg_train_command_runs_and_resumes(tmp_path, capsys):
         "--out",
         str(tmp_path),
     ]
-    assert main([*args, "--steps", "1"]) == 0
-    assert main([*args, "--steps", "2"]) == 0
+    before = torch.get_num_threads()
+    try:
+        # A tiny CPU policy trains on 1 torch thread by default; --torch-threads 0 leaves torch's count.
+        torch.set_num_threads(2)
+        assert main([*args, "--steps", "1"]) == 0
+        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        assert main([*args, "--steps", "2", "--torch-threads", "0"]) == 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
     assert "resumed from" in capsys.readouterr().out
     steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]

@@ -28,6 +28,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0 (a count where 0 means "the library's default")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 class TaskIndices(Sequence[int]):
     """Task indices as the ranges they were written in: ``0-3000000000`` is one range, not a list of
     three billion numbers. A sequence (length, indexing, iteration, ``in``, ``==`` with a list)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_env, add_lora, add_out, add_report_to, add_seed, add_tasks
+from ..cli_args import add_env, add_lora, add_out, add_report_to, add_seed, add_tasks, non_negative_int
 
 _TRAIN = """Train an actor with DeltaTTG (or the grpo, dapo, gigpo, hgpo baselines) on one node.
 
@@ -66,6 +66,13 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         default=LaunchConfig.rollout,
         choices=("auto", "hf", "vllm"),
         help="rollout engine: vLLM when installed and on a GPU (auto), transformers (hf), or vllm",
+    )
+    p.add_argument(
+        "--torch-threads",
+        type=non_negative_int,
+        default=LaunchConfig.torch_threads,
+        help="torch CPU threads (default: 1 for a CPU policy under 60M parameters, such as --model tiny, where "
+        "splitting its small ops costs several times the CPU time; else torch's default; 0: torch's default)",
     )
     p.add_argument("--vllm-memory", type=float, default=LaunchConfig.vllm_memory, help="vLLM gpu_memory_utilization (default: %(default)s)")
     add_report_to(p, LaunchConfig, episode_tables=True)

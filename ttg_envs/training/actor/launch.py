@@ -21,7 +21,7 @@ from ..._optional import require
 if TYPE_CHECKING:
     from .trainer import TrainConfig
 
-__all__ = ["LaunchConfig", "train", "turns_meter"]
+__all__ = ["ONE_THREAD_PARAMS", "LaunchConfig", "torch_threads_for", "train", "turns_meter"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +43,8 @@ class LaunchConfig:
         lora_alpha: the LoRA scale numerator (None: 2 x rank).
         lora_targets: module names to adapt, a comma list or a sequence (None: every linear layer but the head).
         lora_merge: also write ``out_dir/merged``, the policy with its adapter merged in.
+        torch_threads: torch CPU threads (None: 1 for a CPU policy under :data:`ONE_THREAD_PARAMS`
+            parameters, else torch's default; 0: torch's default; see :func:`torch_threads_for`).
 
     >>> LaunchConfig(model="tiny", meter="turns").rollout
     'auto'
@@ -61,6 +63,34 @@ class LaunchConfig:
     lora_alpha: float | None = None
     lora_targets: str | Sequence[str] | None = None
     lora_merge: bool = False
+    torch_threads: int | None = None
+
+
+#: A CPU policy with fewer parameters than this trains on one torch thread unless told otherwise.
+#: Ops this small split across threads spend more time syncing than computing: a forward + backward
+#: pass on 2 threads cost 28x, 16x, 7.7x and 4.3x the CPU time of 1 thread at 0.16M, 3.4M, 19M and 57M
+#: parameters on the shared 2-core machine (benchmarks/bench_threads.py, load 10-13). Larger models,
+#: never measured here, keep torch's default.
+ONE_THREAD_PARAMS = 60_000_000
+
+
+def torch_threads_for(requested: int | None, device: str, params: int) -> int | None:
+    """The torch thread count ``ttg train`` sets for a policy of ``params`` parameters on ``device``
+    (None: leave torch's default).
+
+    ``requested`` is ``--torch-threads``: a count, 0 for torch's default, or None for the rule
+    above (1 on a CPU under :data:`ONE_THREAD_PARAMS` parameters).
+
+    >>> torch_threads_for(None, "cpu", 157_632), torch_threads_for(None, "cpu", 4 * 10**9)
+    (1, None)
+    >>> torch_threads_for(None, "cuda", 157_632), torch_threads_for(0, "cpu", 157_632), torch_threads_for(2, "cpu", 157_632)
+    (None, None, 2)
+    """
+    if requested is not None:
+        if requested < 0:
+            raise ValueError(f"torch_threads must be >= 0, not {requested}")
+        return requested or None
+    return 1 if str(device).split(":")[0] == "cpu" and params < ONE_THREAD_PARAMS else None
 
 
 def turns_meter(tokens_per_turn: int, max_turns: int) -> Any:
@@ -158,6 +188,9 @@ def train(config: TrainConfig, launch: LaunchConfig | None = None) -> list[dict[
         meter = load_meter(launch.meter)
     device = launch.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer, reference = _load_policy(launch, config.env_id, config.env_kwargs, config.out_dir, device)
+    threads = torch_threads_for(launch.torch_threads, device, sum(p.numel() for p in model.parameters()))
+    if threads is not None:
+        torch.set_num_threads(threads)
     generator = _generator(launch, config.out_dir, model, tokenizer, device)
     trainer = Trainer(config, model, tokenizer, meter=meter, ref_model=reference if config.kl_coef > 0 else None, generator=generator)
     checkpoint = latest_checkpoint(config.out_dir) if launch.resume else None
