@@ -25,8 +25,8 @@
 # BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
 # and wrong-argument calls) with gold's remaining tokens from every state as targets (--targets
 # gold: after a departure, gold's remaining moves replayed in branches of the engine), BFCL's with
-# 96 tokens per segment, tau2's on one torch thread (--threads 1), and are measured against
-# gold-path step labels
+# 96 tokens per segment and the task's words marked in them (--mark-task-words), tau2's on one torch
+# thread (--threads 1), and are measured against gold-path step labels
 # (a step that makes gold's move is good; a departure is judged by replaying gold's remaining moves
 # after it: good when they still win without the move it replaced, neutral when they win with it,
 # bad otherwise); the AWM meter these envs used before is measured on the same held-out
@@ -142,7 +142,7 @@ build_bfcl() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/BFCL-v0 --splits all $source \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --targets gold --segment-tokens 96 \
-        --out "$WORK/bfcl/train"
+        --mark-task-words --out "$WORK/bfcl/train"
     # shellcheck disable=SC2086
     $TTG eval-meter --env ttg/BFCL-v0 --meter "$WORK/bfcl/train/meter" --splits all --tasks $eval_tasks \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/bfcl/eval"
