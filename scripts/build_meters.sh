@@ -23,9 +23,10 @@
 # recorded before by the same command.
 #
 # BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
-# and wrong-argument calls), BFCL's with gold's remaining tokens from every state as targets
-# (--targets gold: after a departure, gold's remaining moves replayed in branches of the engine),
-# tau2's with each trajectory's own outcome and TTG, and are measured against gold-path step labels
+# and wrong-argument calls) with gold's remaining tokens from every state as targets (--targets
+# gold: after a departure, gold's remaining moves replayed in branches of the engine), BFCL's with
+# 96 tokens per segment and the task's words marked in them (--mark-task-words), tau2's on one torch
+# thread (--threads 1), and are measured against gold-path step labels
 # (a step that makes gold's move is good; a departure is judged by replaying gold's remaining moves
 # after it: good when they still win without the move it replaced, neutral when they win with it,
 # bad otherwise); the AWM meter these envs used before is measured on the same held-out
@@ -141,7 +142,7 @@ build_bfcl() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/BFCL-v0 --splits all $source \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --targets gold --segment-tokens 96 \
-        --out "$WORK/bfcl/train"
+        --mark-task-words --out "$WORK/bfcl/train"
     # shellcheck disable=SC2086
     $TTG eval-meter --env ttg/BFCL-v0 --meter "$WORK/bfcl/train/meter" --splits all --tasks $eval_tasks \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/bfcl/eval"
@@ -159,7 +160,7 @@ build_tau2() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
         --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 \
-        --out "$WORK/tau2/train"
+        --targets gold --threads 1 --out "$WORK/tau2/train"
     $TTG eval-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --meter "$WORK/tau2/train/meter" --splits test \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/tau2/eval"
     heldout_previous tau2 ttg/Tau2-v0 '{"user": "gold"}'

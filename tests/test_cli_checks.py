@@ -166,3 +166,17 @@ def test_carry_noops_is_refused_where_the_env_declares_no_task_state(capsys):
     assert main(["eval-meter", "--env", "ttg/PaperSearchQA-v0", "--meter", "ttg/PaperSearchQA-v0", "--carry-noops"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert all(line.startswith("ttg: error: argument --carry-noops: ttg/PaperSearchQA-v0 declares no task state") for line in err[:2])
+
+
+def test_gold_targets_and_labels_are_refused_where_the_env_has_no_gold_policy(capsys, tmp_path):
+    # Before: train-meter recorded every episode and failed only when label_gold_path built the gold policy.
+    assert main(["train-meter", "--env", "ttg/PaperSearchQA-v0", "--targets", "gold", "--out", str(tmp_path)]) == 2
+    assert main(["train-meter", "--env", "ttg/ALFWorld-v0", "--targets", "gold-prefix", "--out", str(tmp_path)]) == 2
+    assert main(["eval-meter", "--env", "ttg/AWM-v0", "--meter", "ttg/AWM-v0", "--labels", "gold", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "ttg: error: argument --targets: gold needs a gold policy and ttg/PaperSearchQA-v0 has none (choices: expert, noisy_expert)"
+    )
+    assert err[1].startswith("ttg: error: argument --targets: gold-prefix needs a gold policy and ttg/ALFWorld-v0 has none")
+    assert err[2].startswith("ttg: error: argument --labels: gold needs a gold policy and ttg/AWM-v0 has none")
+    assert not any(tmp_path.iterdir())  # nothing recorded

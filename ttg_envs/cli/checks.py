@@ -76,6 +76,15 @@ def check_policy(env_id: str, policy: str, flag: str) -> None:
         raise FlagError(flag, f"{env_id} has no scripted policy {name!r} (choices: {', '.join(spec.policy_names)})")
 
 
+def check_gold(env_id: str, flag: str, value: str) -> None:
+    """``flag value`` (``train-meter --targets gold``, ``eval-meter --labels gold``) needs the env's
+    ``gold`` policy, whose replays give the targets or labels; an env without one is refused here,
+    before anything is recorded."""
+    spec = ENV_SPECS.get(env_id)
+    if spec is not None and "gold" not in spec.policy_names:
+        raise FlagError(flag, f"{value} needs a gold policy and {env_id} has none (choices: {', '.join(spec.policy_names)})")
+
+
 def check_actor(env_id: str, actor: str) -> None:
     """``actor`` is a ``load_actor`` spec whose scheme exists, whose scripted policy the env has, and whose
     model path (``hf:``) exists; nothing is loaded."""

@@ -41,7 +41,7 @@ def _following_the_env(func, command: str):
 
     def run(args: argparse.Namespace):
         from ..registry import ENV_SPECS
-        from .checks import FlagError, check_env, check_meter, check_policy, check_splits, json_flag
+        from .checks import FlagError, check_env, check_gold, check_meter, check_policy, check_splits, json_flag
         from .configs import from_args
 
         check_env(args.env)
@@ -65,7 +65,11 @@ def _following_the_env(func, command: str):
             check_splits(args.env, args.splits, env_kwargs)
             for policy in args.policies:
                 check_policy(args.env, policy, "--policies")
+        if command == "train-meter" and args.targets in ("gold", "gold-prefix"):
+            check_gold(args.env, "--targets", args.targets)
         if command == "eval-meter":
+            if args.labels == "gold":
+                check_gold(args.env, "--labels", args.labels)
             check_meter(args.meter)
             if args.carry_noops and not (spec and spec.task_state):
                 raise FlagError("--carry-noops", f"{args.env} declares no task state (task_state_key), so no step is a known no-op there")

@@ -17,7 +17,6 @@ import copy
 import hashlib
 import io
 import json
-import uuid
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Callable
@@ -29,8 +28,9 @@ from ...tools.bounds import STATE_BOUNDS, BoundExceeded, StateBounds, state_prob
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
+from .evaluation import evaluate_episode
 from .gold import gold_plan
-from .state import changed_parts, fork_environment, fresh_environment, reading
+from .state import _is_read_only, _tool_kind, changed_parts, fork_environment, fresh_environment, reading
 from .users import LLMUser, ScenarioUser, ScriptedUser
 
 #: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
@@ -384,8 +384,6 @@ class Tau2Env(ToolEnv):
 
     def _evaluate(self) -> dict[str, Any]:
         task = self._task
-        evaluator = tau2("tau2.evaluator.evaluator")
-        simulation = tau2("tau2.data_model.simulation")
         tasks_module = tau2("tau2.data_model.tasks")
         criteria = task.evaluation_criteria
         if criteria is not None and tasks_module.RewardType.NL_ASSERTION in criteria.reward_basis:
@@ -395,21 +393,9 @@ class Tau2Env(ToolEnv):
                 "note": "the task's reward needs tau2's LLM judge of natural-language assertions, not run here",
             }
         trajectory = [m.model_copy(update={"turn_idx": i}) for i, m in enumerate(self._episode.trajectory)]
-        now = trajectory[-1].timestamp
-        run = simulation.SimulationRun(
-            id=str(uuid.uuid4()),
-            task_id=task.id,
-            start_time=now,
-            end_time=now,
-            duration=0.0,
-            termination_reason=simulation.TerminationReason.USER_STOP,
-            messages=trajectory,
-        )
         try:
             with _quiet():
-                info = evaluator.evaluate_simulation(
-                    simulation=run, task=task, evaluation_type=evaluator.EvaluationType.ALL, solo_mode=False, domain=self.domain
-                )
+                info = evaluate_episode(task, trajectory, self.domain)
         except Exception as exc:  # e.g. an env assertion on a record the conversation never created
             return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
         return info.model_dump(mode="json")
@@ -437,28 +423,6 @@ def _fields(message: Any) -> str:
     """A tau2 message as the state key's JSON. Call ids are left out: they are labels that depend on
     the step counter, which a replay does not advance."""
     return json.dumps(message.model_dump(mode="json", exclude=_VOLATILE), sort_keys=True)
-
-
-def _tool_kind(environment: Any, tool_call: Any) -> str | None:
-    """tau2's ``ToolType`` value of the called tool (``read``, ``write``, ``generic``...), None if unknown."""
-    kit = environment.user_tools if tool_call.requestor == "user" else environment.tools
-    if kit is None:
-        return None
-    key = (type(kit), tool_call.name)
-    if key not in _KINDS:  # a toolkit's tools are its class's methods: look each up once
-        try:
-            _KINDS[key] = kit.tool_type(tool_call.name).value if kit.has_tool(tool_call.name) else None
-        except (AttributeError, KeyError, ValueError):
-            _KINDS[key] = None
-    return _KINDS[key]
-
-
-_KINDS: dict[tuple[type, str], str | None] = {}
-
-
-def _is_read_only(environment: Any, tool_call: Any) -> bool:
-    """Whether tau2 declares the called tool read-only (then shared records are read in place)."""
-    return _tool_kind(environment, tool_call) == "read"
 
 
 def _may_write(environment: Any, tool_call: Any) -> bool:

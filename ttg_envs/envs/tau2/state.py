@@ -205,3 +205,25 @@ def _pristine(domain: str) -> Any:
 def fresh_environment(domain: str) -> Any:
     """A new ``Environment`` of ``domain``: a fork of one built from the files once per process."""
     return fork_environment(_pristine(domain))
+
+
+def _tool_kind(environment: Any, tool_call: Any) -> str | None:
+    """tau2's ``ToolType`` value of the called tool (``read``, ``write``, ``generic``...), None if unknown."""
+    kit = environment.user_tools if tool_call.requestor == "user" else environment.tools
+    if kit is None:
+        return None
+    key = (type(kit), tool_call.name)
+    if key not in _KINDS:  # a toolkit's tools are its class's methods: look each up once
+        try:
+            _KINDS[key] = kit.tool_type(tool_call.name).value if kit.has_tool(tool_call.name) else None
+        except (AttributeError, KeyError, ValueError):
+            _KINDS[key] = None
+    return _KINDS[key]
+
+
+_KINDS: dict[tuple[type, str], str | None] = {}
+
+
+def _is_read_only(environment: Any, tool_call: Any) -> bool:
+    """Whether tau2 declares the called tool read-only (then shared records are read in place)."""
+    return _tool_kind(environment, tool_call) == "read"
