@@ -438,9 +438,40 @@ def test_forked_backends_share_instances_until_a_call_and_never_leak_changes():
             again.execute(ToolCall("mkdir", {"dir_name": f"d{i}"}))
             again.execute(ToolCall("cd", {"folder": f"d{i}"}))
     assert again.state_digest() == before
-    # A source that reaches an instance past the public method table (a private method, named by
-    # the instance's own name) copies it too.
+    # A source's call copies the instance it reaches (a private method is refused: see below).
     third, start = backends.fork(), backends.state_digest()
-    result = third.execute_source("ttg_instance_GorillaFileSystem._load_scenario({'root': {'z': {'type': 'directory', 'contents': {}}}})")
-    assert "Error" not in result and third.state_digest() != start
-    assert backends.state_digest() == start
+    assert "Error" not in third.execute_source("mkdir(dir_name='z')")
+    assert third.state_digest() != start and backends.state_digest() == start
+
+
+def test_a_call_source_cannot_reach_private_backend_methods():
+    # Before: `ttg_instance_GorillaFileSystem._load_scenario(...)` ran, past the step's undo copy
+    # and the state bounds (the method table lists public methods only; the instance name did not).
+    pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl import BFCLEnv
+
+    load = "ttg_instance_GorillaFileSystem._load_scenario"
+    scenario = {"root": {"z": {"type": "directory", "contents": {}}}}
+    fc = BFCLEnv("multi_turn_base", model_style="fc")
+    prompting = BFCLEnv("multi_turn_base", model_style="prompting")
+    for env, action in (
+        (fc, "<tool_call>\n" + json.dumps({"name": load, "arguments": {"scenario": scenario}}) + "\n</tool_call>"),
+        (fc, "<tool_call>\n" + json.dumps({"name": "ls.__func__", "arguments": {}}) + "\n</tool_call>"),
+        # A public call first: the step is undone whole, mkdir too.
+        (prompting, "[mkdir(dir_name='made'), ttg_instance_GorillaFileSystem._navigate_to_directory(path='/')]"),
+        (fc, "<tool_call>\n" + json.dumps({"name": "ttg_instance_GorillaFileSystem.__dict__.clear", "arguments": {}}) + "\n</tool_call>"),
+    ):
+        env.reset(options={"task_index": 0})
+        model = env.unwrapped._episode.model
+        digest = model.state_digest()
+        obs, _, terminated, _, info = env.step(action)
+        assert "a private attribute" in obs and not info["action_valid"] and not terminated, (action, obs[:300])
+        assert model.state_digest() == digest and env.unwrapped._episode.results == [], action
+        assert env.step("[pwd()]" if env is prompting else '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>')[4]["action_valid"]
+    backends = _fs()
+    with pytest.raises(BoundExceeded, match="private attribute"):
+        backends.execute_source(f"{load}({scenario!r})")
+    from ttg_envs.envs.bfcl.harness import execute_call_source  # the worker's path refuses it too
+
+    result = execute_call_source(f"{load}({scenario!r})", backends.instances, backends.owner)
+    assert "private attribute" in result and "Error during execution" in result
