@@ -64,6 +64,21 @@ def test_integers_above_1e308_are_a_type_error_not_an_overflow():
 
 
 # ----------------------------------------------------------------- BFCL
+def test_bfcl_an_integer_above_1e308_is_an_invalid_step():
+    # Before: OverflowError out of env.step (the schema check's math.isfinite), as in every tool env
+    # that checks types (tau2: test_tau2_huge_integer_is_an_invalid_call; AWM: test_awm_sandbox.py).
+    pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl import BFCLEnv
+
+    env = BFCLEnv("multi_turn_base", scoring="lenient")
+    env.reset(options={"task_index": 15})  # MathAPI's absolute_value takes a number
+    call = {"name": "absolute_value", "arguments": {"number": 10**400}}
+    obs, _, terminated, _, info = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
+    assert "bound on integers" in obs and not info["action_valid"] and not terminated, obs[:300]
+    obs, _, _, _, info = env.step('<tool_call>{"name": "absolute_value", "arguments": {"number": -2}}</tool_call>')
+    assert info["action_valid"] and "2" in obs
+
+
 def _fs(**contents):
     pytest.importorskip("bfcl_eval")
     from ttg_envs.envs.bfcl.backends import Backends
