@@ -150,3 +150,25 @@ def test_gold_wins_with_the_call_worker(domain, tasks):
             _, _, terminated, truncated, info = env.step(policy(env))
         assert info["success"] or env.task["id"] == "update_task_with_history_and_env_assertions", env.task["id"]
     env.close()
+
+
+def test_a_process_forked_from_the_env_forks_its_own_worker():
+    # A pool worker forked from a process whose env has a call worker: the inherited worker is the
+    # parent's (its pipes are shared); the child forks its own and the parent's stays as it was.
+    env = Tau2Env("airline", user="gold", stateful_timeout=10.0)
+    env.reset(options={"task_index": 0})
+    call = '<tool_call>{"name": "get_user_details", "arguments": {"user_id": "sara_doe_496"}}</tool_call>'
+    assert env.step(call)[4]["action_valid"]
+    inherited = env.unwrapped._episode.worker.pid
+    pid = os.fork()
+    if pid == 0:
+        try:
+            info = env.step(call)[4]
+            env.close()  # kills the child's worker only
+            os._exit(0 if info["action_valid"] and env.unwrapped._episode.worker is None else 1)
+        finally:
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert env.unwrapped._episode.worker.alive and env.unwrapped._episode.worker.pid == inherited
+    assert env.step(call)[4]["action_valid"]
+    env.close()

@@ -178,8 +178,9 @@ class StateWorker:
 
     @property
     def alive(self) -> bool:
-        """Whether the worker can still take requests (it has not overrun, died or been closed)."""
-        return self._worker is not None
+        """Whether the worker can still take requests here (it has not overrun, died or been closed,
+        and this is the process that forked it: a process forked since forks its own)."""
+        return self._worker is not None and self._worker.owner == os.getpid()
 
     @property
     def pid(self) -> int | None:
