@@ -6,13 +6,17 @@ and (``--gold``) the full gold-replay sweeps behind the issue's "must show" coun
 2. Branch cost at step 20 vs step 1 (engine snapshot), and replay at step 20 for contrast.
 3. ``--gold``: every BFCL entry and every tau2 task replayed with the gold policy, and with its last
    ground-truth call dropped; counts per category / domain.
+4. ``--worker``: tau2 with ``stateful_timeout`` (each database call in the episode's call worker) vs
+   without, interleaved in this process: a read-only and a writing tool step with the worker warm,
+   the first call of an episode (it forks the worker), and whole gold episodes per domain.
 
-Run: ``python benchmarks/bench_tool_envs.py [--repeats R] [--gold]``.
+Run: ``python benchmarks/bench_tool_envs.py [--repeats R] [--gold] [--worker]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 from collections import defaultdict
@@ -127,6 +131,68 @@ def tau2_gold() -> None:
         )
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (a call worker counts once it is reaped)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def tau2_worker_costs(repeats: int) -> None:
+    """Step cost with and without tau2's call worker, the two timed in turns in this process: wall
+    clock, and CPU time of this process and the workers (each reaped when its row ends)."""
+    print("\ntau2 stateful_timeout=10 (call worker) vs None, interleaved: ms per step, off / on / ratio")
+    print(f"  {'':34s} {'wall':>26s} {'CPU':>26s}")
+
+    def row(name: str, envs: dict, fn, times: int, steps=None) -> None:
+        wall = {"off": 0.0, "on": 0.0}
+        cpu = {"off": 0.0, "on": 0.0}
+        for _ in range(times):
+            for mode, env in envs.items():
+                w, c = time.perf_counter(), _cpu()
+                fn(env)
+                wall[mode] += time.perf_counter() - w
+                cpu[mode] += _cpu() - c
+        w, c = time.perf_counter(), _cpu()
+        envs["on"].unwrapped._episode.drop_worker()  # reaped: its CPU time counts
+        wall["on"] += time.perf_counter() - w
+        cpu["on"] += _cpu() - c
+        n = steps() if steps else times
+        cells = "".join(f" {1e3 * d['off'] / n:8.3f} {1e3 * d['on'] / n:8.3f} {d['on'] / d['off']:7.2f}x" for d in (wall, cpu))
+        print(f"  {name:34s}{cells}")
+
+    pair = {"off": Tau2Env("airline", user="gold", max_steps=10**6, max_errors=10**6)}
+    pair["on"] = Tau2Env("airline", user="gold", max_steps=10**6, max_errors=10**6, stateful_timeout=10.0)
+    for env in pair.values():
+        env.reset(options={"task_index": 0})
+    reservation = next(iter(pair["off"].environment.tools.db.reservations))
+    read = format_tool_calls([ToolCall("get_reservation_details", {"reservation_id": reservation})])
+    passengers = [p.model_dump() for p in pair["off"].environment.tools.db.reservations[reservation].passengers]
+    write = format_tool_calls([ToolCall("update_reservation_passengers", {"reservation_id": reservation, "passengers": passengers})])
+
+    def first_call(env):
+        env.reset(options={"task_index": 0})
+        env.step(read)
+
+    row("airline read-only step", pair, lambda env: env.step(read), repeats * 40)
+    row("airline writing step", pair, lambda env: env.step(write), repeats * 40)
+    row("airline reset + first call (fork)", pair, first_call, repeats * 5)
+    for env in pair.values():
+        env.close()
+    for domain, tasks in (("airline", range(0, 50, 10)), ("retail", range(0, 114, 23)), ("telecom", range(0, 114, 23))):
+        envs = {"off": Tau2Env(domain, user="gold"), "on": Tau2Env(domain, user="gold", stateful_timeout=10.0)}
+        counted = [0]
+
+        def episode(env, tasks=tasks, envs=envs, counted=counted):
+            for index in tasks:
+                env.reset(options={"task_index": index})
+                assert _play(env, Tau2Gold())["success"]
+                counted[0] += env.elapsed_steps * (env is envs["on"])
+
+        row(f"{domain} gold episodes", envs, episode, max(1, repeats // 2), steps=lambda counted=counted: counted[0])
+        for env in envs.values():
+            env.close()
+
+
 def _play(env, policy) -> dict:
     terminated = truncated = False
     info: dict = {}
@@ -139,7 +205,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--gold", action="store_true", help="also run the full gold-replay sweeps (minutes)")
+    parser.add_argument("--worker", action="store_true", help="only tau2's call worker (stateful_timeout) against no worker")
     args = parser.parse_args()
+    if args.worker:
+        tau2_worker_costs(args.repeats)
+        return
     for name, costs in (
         ("ttg/BFCL-v0 (multi_turn_base_0)", bfcl_costs(args.repeats)),
         ("ttg/Tau2-v0 (retail task 0)", tau2_costs(args.repeats)),

@@ -850,6 +850,14 @@ def test_deep_json_from_a_verifier_fails_the_task(env):
     assert info["success"] is False and "malformed reply" in info["verifier_result"]["error"]
 
 
+def test_an_integer_above_1e308_is_an_invalid_step(env):
+    # Before: OverflowError out of env.step (the schema check's math.isfinite); now an invalid step naming the bound on integers.
+    _fresh(env)
+    obs, _, terminated, _, info = env.step(call_text("spin", {"children": 10**400, "seconds": 0}))
+    assert "bound on integers" in obs and not info["action_valid"] and not terminated, obs[:300]
+    assert _call(env, "bump") == {"n": 1}
+
+
 def test_a_failed_reset_leaves_the_env_as_before(env):
     _fresh(env)
     assert _call(env, "bump") == {"n": 1}

@@ -64,6 +64,21 @@ def test_integers_above_1e308_are_a_type_error_not_an_overflow():
 
 
 # ----------------------------------------------------------------- BFCL
+def test_bfcl_an_integer_above_1e308_is_an_invalid_step():
+    # Before: OverflowError out of env.step (the schema check's math.isfinite), as in every tool env
+    # that checks types (tau2: test_tau2_huge_integer_is_an_invalid_call; AWM: test_awm_sandbox.py).
+    pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl import BFCLEnv
+
+    env = BFCLEnv("multi_turn_base", scoring="lenient")
+    env.reset(options={"task_index": 15})  # MathAPI's absolute_value takes a number
+    call = {"name": "absolute_value", "arguments": {"number": 10**400}}
+    obs, _, terminated, _, info = env.step(f"<tool_call>{json.dumps(call)}</tool_call>")
+    assert "bound on integers" in obs and not info["action_valid"] and not terminated, obs[:300]
+    obs, _, _, _, info = env.step('<tool_call>{"name": "absolute_value", "arguments": {"number": -2}}</tool_call>')
+    assert info["action_valid"] and "2" in obs
+
+
 def _fs(**contents):
     pytest.importorskip("bfcl_eval")
     from ttg_envs.envs.bfcl.backends import Backends
@@ -438,9 +453,40 @@ def test_forked_backends_share_instances_until_a_call_and_never_leak_changes():
             again.execute(ToolCall("mkdir", {"dir_name": f"d{i}"}))
             again.execute(ToolCall("cd", {"folder": f"d{i}"}))
     assert again.state_digest() == before
-    # A source that reaches an instance past the public method table (a private method, named by
-    # the instance's own name) copies it too.
+    # A source's call copies the instance it reaches (a private method is refused: see below).
     third, start = backends.fork(), backends.state_digest()
-    result = third.execute_source("ttg_instance_GorillaFileSystem._load_scenario({'root': {'z': {'type': 'directory', 'contents': {}}}})")
-    assert "Error" not in result and third.state_digest() != start
-    assert backends.state_digest() == start
+    assert "Error" not in third.execute_source("mkdir(dir_name='z')")
+    assert third.state_digest() != start and backends.state_digest() == start
+
+
+def test_a_call_source_cannot_reach_private_backend_methods():
+    # Before: `ttg_instance_GorillaFileSystem._load_scenario(...)` ran, past the step's undo copy
+    # and the state bounds (the method table lists public methods only; the instance name did not).
+    pytest.importorskip("bfcl_eval")
+    from ttg_envs.envs.bfcl import BFCLEnv
+
+    load = "ttg_instance_GorillaFileSystem._load_scenario"
+    scenario = {"root": {"z": {"type": "directory", "contents": {}}}}
+    fc = BFCLEnv("multi_turn_base", model_style="fc")
+    prompting = BFCLEnv("multi_turn_base", model_style="prompting")
+    for env, action in (
+        (fc, "<tool_call>\n" + json.dumps({"name": load, "arguments": {"scenario": scenario}}) + "\n</tool_call>"),
+        (fc, "<tool_call>\n" + json.dumps({"name": "ls.__func__", "arguments": {}}) + "\n</tool_call>"),
+        # A public call first: the step is undone whole, mkdir too.
+        (prompting, "[mkdir(dir_name='made'), ttg_instance_GorillaFileSystem._navigate_to_directory(path='/')]"),
+        (fc, "<tool_call>\n" + json.dumps({"name": "ttg_instance_GorillaFileSystem.__dict__.clear", "arguments": {}}) + "\n</tool_call>"),
+    ):
+        env.reset(options={"task_index": 0})
+        model = env.unwrapped._episode.model
+        digest = model.state_digest()
+        obs, _, terminated, _, info = env.step(action)
+        assert "a private attribute" in obs and not info["action_valid"] and not terminated, (action, obs[:300])
+        assert model.state_digest() == digest and env.unwrapped._episode.results == [], action
+        assert env.step("[pwd()]" if env is prompting else '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>')[4]["action_valid"]
+    backends = _fs()
+    with pytest.raises(BoundExceeded, match="private attribute"):
+        backends.execute_source(f"{load}({scenario!r})")
+    from ttg_envs.envs.bfcl.harness import execute_call_source  # the worker's path refuses it too
+
+    result = execute_call_source(f"{load}({scenario!r})", backends.instances, backends.owner)
+    assert "private attribute" in result and "Error during execution" in result

@@ -9,6 +9,13 @@ call needs and takes back what the call made of it, so any number of episodes an
 one worker, and when a call overruns the worker is killed and the caller's state is untouched (the
 last good state; the next call forks a new worker). Worker processes die with their caller.
 Where ``os.fork`` does not exist the call runs in the caller without a limit.
+
+:class:`StateWorker` is the other kind: a worker that owns state. It is forked from the caller
+with a ``handler`` closed over the caller's objects (so it inherits them, a database included,
+for free: copy-on-write memory, nothing sent), answers each request with ``handler(request)``
+within a deadline and sends back only what the handler returns (say, the records a call changed).
+Its state then follows the caller's only as long as the caller applies those answers; when the
+caller's state changes otherwise, the caller drops the worker and forks a new one.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import select
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +36,10 @@ _HEADER = 8  # bytes of a message's length prefix
 
 
 class _Worker:
-    """One forked worker and the two pipes to it."""
+    """One forked worker and the two pipes to it; the child answers each request with
+    ``handler(request)`` (default: run a pickled ``(fn, args)``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, handler: Callable[[Any], Any] | None = None) -> None:
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         parent = os.getpid()
@@ -40,7 +49,7 @@ class _Worker:
                 os.close(from_parent)
                 os.close(to_parent)
                 _die_with(parent)
-                _serve(to_child, from_child)
+                _serve(to_child, from_child, handler or _run_pickled)
             finally:
                 os._exit(0)
         os.close(to_child)
@@ -56,6 +65,8 @@ class _Worker:
         return pickle.loads(data)
 
     def kill(self) -> None:
+        if os.getpid() != self.owner:  # a process forked from the caller leaves the caller's worker alone
+            return
         for fd in (self.send_fd, self.recv_fd):
             try:
                 os.close(fd)
@@ -68,15 +79,20 @@ class _Worker:
             pass
 
 
-def _serve(recv_fd: int, send_fd: int) -> None:
+def _run_pickled(request: Any) -> Any:
+    fn, args = request
+    return fn(*args)
+
+
+def _serve(recv_fd: int, send_fd: int, handler: Callable[[Any], Any]) -> None:
     while True:
         data = _read(recv_fd, None)
         if data is None:
             return
         try:
-            fn, args = pickle.loads(data)
+            request = pickle.loads(data)
             with preserved_numeric_state():  # one call's decimal / mpmath changes do not reach the next
-                payload = ("ok", fn(*args))
+                payload = ("ok", handler(request))
             out = pickle.dumps(payload)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller
             out = pickle.dumps(("raised", (type(exc).__name__, str(exc))))
@@ -143,3 +159,57 @@ def close_worker() -> None:
         worker = _WORKERS.pop(os.getpid(), None)
     if worker is not None:
         worker.kill()
+
+
+class StateWorker:
+    """A worker process forked now, owning (a copy-on-write copy of) whatever ``handler`` closes
+    over; :meth:`request` runs ``handler(request)`` there within a deadline.
+
+    ``request`` and the handler's answer must pickle; the handler need not (it is never sent).
+    A request past its deadline, or a worker that died, kills the worker for good (:attr:`alive`
+    turns False and every later request raises :class:`ToolCrashed`): its state is no longer the
+    caller's, who forks a new one. The process is killed when the object is closed or collected,
+    and dies with its caller. Needs ``os.fork`` (see :func:`can_fork`).
+    """
+
+    def __init__(self, handler: Callable[[Any], Any]) -> None:
+        self._worker: _Worker | None = _Worker(handler)
+        self._finalizer = weakref.finalize(self, _Worker.kill, self._worker)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker can still take requests here (it has not overrun, died or been closed,
+        and this is the process that forked it: a process forked since forks its own)."""
+        return self._worker is not None and self._worker.owner == os.getpid()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id, None once it is gone."""
+        return None if self._worker is None else self._worker.pid
+
+    def request(self, request: Any, timeout: float) -> Any:
+        """``handler(request)``'s answer; :class:`ToolTimeout` (the worker killed) past ``timeout``
+        seconds, :class:`ToolCrashed` when the worker died, ``RuntimeError("<type>: <message>")``
+        when the handler raised (the worker lives on)."""
+        if self._worker is None or self._worker.owner != os.getpid():
+            raise ToolCrashed("the worker was stopped")
+        try:
+            status, value = self._worker.call(pickle.dumps(request), timeout)
+        except (ToolTimeout, ToolCrashed, OSError) as exc:
+            self.close()
+            if isinstance(exc, ToolTimeout):
+                raise ToolTimeout(f"the call did not finish within {timeout:g} s") from None
+            raise ToolCrashed(str(exc)) from None
+        if status != "ok":
+            raise RuntimeError(f"{value[0]}: {value[1]}")
+        return value
+
+    def close(self) -> None:
+        """Kill the worker (idempotent)."""
+        self._worker = None
+        self._finalizer()
+
+
+def can_fork() -> bool:
+    """Whether this platform has ``os.fork`` (a :class:`StateWorker` needs it)."""
+    return hasattr(os, "fork")

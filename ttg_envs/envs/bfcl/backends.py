@@ -107,9 +107,13 @@ class Backends:
         """Run one harness call string (official scoring, :func:`.harness.execute_call_source`) under the
         same rules as :meth:`execute`: a call that touches only stateless backends runs in a child with
         the time limit, anything else here with the caller's numeric state restored."""
-        from .harness import _INSTANCE_PREFIX, execute_call_source
+        from .harness import _INSTANCE_PREFIX, execute_call_source, private_name, refusal
 
         self._check_step_time()
+        private = private_name(source)
+        if private is not None:  # it would reach past the method table: the undo copy and the state bounds
+            self._undo(self._saved)
+            raise BoundExceeded(refusal(private))
         run = lambda: execute_call_source(source, self.instances, self.owner)  # noqa: E731
         names = _called_names(source)
         if names and self.call_timeout is not None and all(self.owner.get(n) in self.stateless for n in names):

@@ -170,6 +170,9 @@ def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mappin
     text, errors included, is what the harness records.
     """
     utils = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+    private = private_name(source)
+    if private is not None:
+        return f"Error during execution: {refusal(private)}"
     mapping = {name: _INSTANCE_PREFIX + cls for name, cls in owner.items()}
     prefixed = utils._process_method_calls(source, mapping)
     try:
@@ -178,7 +181,7 @@ def execute_call_source(source: str, instances: Mapping[str, Any], owner: Mappin
             head = head.split(".")[1]
         if head in _REFUSED_NAMES:
             raise Exception(f"Function call {head} is not allowed.")
-        value = _Evaluator(instances).run(prefixed)
+        value = _Evaluator(instances, owner).run(prefixed)
         if type(value) is str:  # the harness tests the exact type
             return value
         if type(value) is dict:
@@ -208,11 +211,37 @@ def call_of_source(source: str) -> ToolCall:
     return ToolCall(ast.unparse(node.func), arguments)
 
 
+def private_name(source: str) -> str | None:
+    """The first name or attribute starting with ``_`` in a call string (``ttg_instance_X._load_scenario``,
+    ``ls.__globals__``), None when there is none or it does not parse. A call may reach only the
+    backends' public methods, the ones the task declares: a private one bypasses the step's undo
+    copy and the state bounds (:class:`.backends.Backends` saves and checks the instances of the
+    methods a call names)."""
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name is not None and name.startswith("_"):
+            return name
+    return None
+
+
+def refusal(name: str) -> str:
+    """Why a call naming the private ``name`` was not run."""
+    return f"the call was not run: it reaches {name!r}, a private attribute (a call may reach only the task's public tool methods)"
+
+
 class _Evaluator:
     """Evaluates a prefixed call string: literals, literal arithmetic and calls of backend methods."""
 
-    def __init__(self, instances: Mapping[str, Any]):
+    def __init__(self, instances: Mapping[str, Any], owner: Mapping[str, str]):
         self.instances = {_INSTANCE_PREFIX + k: v for k, v in instances.items()}
+        #: Per prefixed instance name, the public methods it may be called through (the task's tools).
+        self.methods: dict[str, set[str]] = {}
+        for name, cls in owner.items():
+            self.methods.setdefault(_INSTANCE_PREFIX + cls, set()).add(name)
 
     def run(self, source: str) -> Any:
         return self.value(ast.parse(source, mode="eval").body)
@@ -241,6 +270,8 @@ class _Evaluator:
 
     def function(self, node: ast.AST):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in self.instances:
+            if node.attr not in self.methods.get(node.value.id, ()):
+                raise NameError(f"{node.attr!r} is not a tool of {node.value.id[len(_INSTANCE_PREFIX) :]}")
             return getattr(self.instances[node.value.id], node.attr)
         base = node
         while isinstance(base, ast.Attribute):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import io
 import json
@@ -26,11 +27,21 @@ from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolEnv
 from ...tools.bounds import STATE_BOUNDS, BoundExceeded, StateBounds, state_problem, value_problem
 from ...tools.limits import ToolCrashed, ToolTimeout, preserved_numeric_state, run_limited
+from ...tools.worker import StateWorker, can_fork
 from .data import check_domain, load_tasks, new_environment, tau2
 from .endpoint import ChatEndpoint
 from .evaluation import evaluate_episode
 from .gold import gold_plan
-from .state import _is_read_only, _tool_kind, changed_parts, fork_environment, fresh_environment, reading
+from .state import (
+    _is_read_only,
+    _tool_kind,
+    apply_changes,
+    capture_changes,
+    changed_parts,
+    fork_environment,
+    fresh_environment,
+    reading,
+)
 from .users import LLMUser, ScenarioUser, ScriptedUser
 
 #: The agent's first message in every tau2 conversation (tau2's ``DEFAULT_FIRST_AGENT_MESSAGE``).
@@ -63,6 +74,17 @@ class _Episode:
     #: Keys of the database records this episode took out or set, per (toolkit, table): what
     #: the state bounds walk (:func:`.state.changed_parts`).
     touched: dict[tuple[str, str], set] = field(default_factory=dict)
+    #: The call worker (``stateful_timeout``) and the environment object it was forked from: it
+    #: serves only while that is still :attr:`environment` (an undone step, a branch or a reset
+    #: put another one there; the next call forks a new worker from it).
+    worker: StateWorker | None = None
+    worker_environment: Any = None
+
+    def drop_worker(self) -> None:
+        """Kill the call worker, if there is one."""
+        if self.worker is not None:
+            self.worker.close()
+        self.worker = self.worker_environment = None
 
     def touched_copy(self) -> dict[tuple[str, str], set]:
         """An independent copy of :attr:`touched`."""
@@ -89,6 +111,13 @@ class Tau2Env(ToolEnv):
         max_errors: tool errors that end the episode with reward 0 (tau2's default 10).
         max_user_tool_rounds: tool-call rounds a user may make before answering.
         max_steps: truncation limit on agent responses.
+        stateful_timeout: seconds each tool call that reads or writes the domain's databases (the
+            agent's and the user's) may run, in the episode's call worker: a process forked from the
+            env that owns a copy of the episode's environment and sends back only the records a call
+            changed, which the env applies to its own copy (which stays the authoritative one). A
+            late call's worker is killed; the step is undone, an invalid step naming the bound, and
+            the episode goes on with a new worker forked from the env's state. ``None`` (default):
+            calls run in this process, bounded by the state bounds only. As ``BFCLEnv``'s option.
     """
 
     default_max_steps = turn_limit("ttg/Tau2-v0")
@@ -115,6 +144,7 @@ class Tau2Env(ToolEnv):
         max_user_tool_rounds: int = 10,
         max_steps: int | None = None,
         render_mode: str | None = None,
+        stateful_timeout: float | None = None,
     ):
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         check_domain(domain, split)
@@ -126,6 +156,7 @@ class Tau2Env(ToolEnv):
         self.endpoint = ChatEndpoint(user_base_url, user_model, user_api_key, dict(user_sampling or {})) if user == "llm" else None
         self.max_errors = int(max_errors)
         self.max_user_tool_rounds = int(max_user_tool_rounds)
+        self.stateful_timeout = None if stateful_timeout is None else float(stateful_timeout)
         self._task: Any = None
         self._episode: _Episode | None = None
         self._prefix: list[dict[str, Any]] = []
@@ -152,7 +183,15 @@ class Tau2Env(ToolEnv):
         """The transcript opens with the agent's greeting and the user's answer."""
         return [*(dict(m) for m in self._prefix), *super()._opening_messages(observation)]
 
+    def close(self) -> None:
+        """Stop the episode's call worker (``stateful_timeout``), if any."""
+        if self._episode is not None:
+            self._episode.drop_worker()
+        super().close()
+
     def _start(self, index: int) -> tuple[str, dict[str, Any]]:
+        if self._episode is not None:
+            self._episode.drop_worker()
         task = self._task = self.tasks[index]
         messages = tau2("tau2.data_model.message")
         environment = fresh_environment(self.domain)
@@ -237,13 +276,17 @@ class Tau2Env(ToolEnv):
             user=copy.deepcopy(episode.user, {id(episode.environment): environment}),
             trajectory=list(episode.trajectory),
             touched=episode.touched_copy(),
+            worker=None,  # the branch forks its own when it makes a call
+            worker_environment=None,
         )
 
     def _restore(self, snapshot: _Episode) -> None:
         self._episode = snapshot
 
     def _adopt(self, branch: Tau2Env) -> bool:
-        self._episode = branch._episode
+        if self._episode is not branch._episode:
+            self._episode.drop_worker()
+        self._episode = branch._episode  # with the branch's worker, which owns the same state
         return True
 
     # ------------------------------------------------------------ tau2 extras
@@ -292,7 +335,14 @@ class Tau2Env(ToolEnv):
             if writes and before is None:
                 changed_parts(episode.environment, episode.touched)
                 before = (fork_environment(episode.environment), episode.touched_copy())
-            result = self._tool_response(episode.environment, tool_call)
+            try:
+                result = self._tool_response(episode.environment, tool_call)
+            except _LateCall as exc:  # nothing of the late call reached this side; the step's earlier calls are undone
+                if before is not None:
+                    episode.environment, episode.touched = before
+                executed.clear()
+                undone.append(True)
+                raise BoundExceeded(f"the step was undone: {exc}") from None
             executed.append((tool_call, result))
             if writes:
                 problem = self._state_problem(episode.environment)
@@ -333,9 +383,13 @@ class Tau2Env(ToolEnv):
         return state_problem(parts, self.state_bounds, where="the domain database's changed records")
 
     def _tool_response(self, environment: Any, tool_call: Any) -> Any:
-        """tau2's ``get_response`` for one call; a generic tool's within :attr:`tool_timeout` seconds."""
+        """tau2's ``get_response`` for one call; a generic tool's within :attr:`tool_timeout` seconds,
+        any other in the call worker within ``stateful_timeout`` seconds when that is set."""
+        generic = _is_generic(environment, tool_call)
+        if self.stateful_timeout is not None and not (generic and self.tool_timeout is not None) and can_fork():
+            return self._in_worker(environment, tool_call)
         with _quiet():
-            if self.tool_timeout is None or not _is_generic(environment, tool_call):
+            if self.tool_timeout is None or not generic:
                 with preserved_numeric_state(), reading() if _is_read_only(environment, tool_call) else contextlib.nullcontext():
                     return _get_response(environment, tool_call)
             try:
@@ -347,6 +401,26 @@ class Tau2Env(ToolEnv):
         return tau2("tau2.data_model.message").ToolMessage(
             id=tool_call.id, content=f"Error: {value[1]}", requestor=tool_call.requestor, role="tool", error=True
         )
+
+    def _in_worker(self, environment: Any, tool_call: Any) -> Any:
+        """One call in the episode's call worker (forked from ``environment`` first when it serves
+        another), its changes applied here; :class:`_LateCall` when it overran and was killed."""
+        episode = self._episode
+        if episode.worker is None or not episode.worker.alive or episode.worker_environment is not environment:
+            episode.drop_worker()
+            episode.worker = StateWorker(functools.partial(_worker_call, environment))
+            episode.worker_environment = environment
+        try:
+            message, changes = episode.worker.request(tool_call, self.stateful_timeout)
+        except (ToolTimeout, ToolCrashed) as exc:
+            episode.drop_worker()
+            raise _LateCall(f"a call ran past {self.stateful_timeout:g} s (the bound on a call's time; {exc})") from None
+        except BaseException:  # the worker's copy may now differ from this side's
+            episode.drop_worker()
+            raise
+        if changes:
+            apply_changes(environment, changes)
+        return message
 
     def _user_turn(self, incoming: list[Any]) -> str:
         episode = self._episode
@@ -361,7 +435,11 @@ class Tau2Env(ToolEnv):
                 self._environment_before = copy.deepcopy(episode.environment)
             changed_parts(episode.environment, episode.touched)
             before = (fork_environment(episode.environment), episode.touched_copy())
-            results = [self._tool_response(episode.environment, call) for call in message.tool_calls]
+            try:
+                results = [self._tool_response(episode.environment, call) for call in message.tool_calls]
+            except _LateCall:  # the round is undone and the user stopped below
+                episode.environment, episode.touched = before
+                break
             if self._state_problem(episode.environment):
                 episode.environment, episode.touched = before  # the round is undone and the user stopped below
                 break
@@ -417,6 +495,20 @@ def _get_response(environment: Any, tool_call: Any) -> Any:
     return tau2("tau2.data_model.message").ToolMessage(
         id=tool_call.id, content=environment.to_json_str(response), requestor=tool_call.requestor, role="tool", error=error
     )
+
+
+class _LateCall(BoundExceeded):
+    """A call past ``stateful_timeout``: its worker was killed, nothing of it reached the env."""
+
+
+def _worker_call(environment: Any, tool_call: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The call worker's side of :meth:`Tau2Env._in_worker`: the tool message and what the call
+    changed in the worker's ``environment`` (None for a read-only tool)."""
+    with _quiet(), preserved_numeric_state():
+        if _is_read_only(environment, tool_call):
+            with reading():
+                return _get_response(environment, tool_call), None
+        return capture_changes(environment, lambda: _get_response(environment, tool_call))
 
 
 def _fields(message: Any) -> str:

@@ -57,7 +57,11 @@ class SharedRecords(dict):
 
     def __getitem__(self, key: Any) -> Any:
         value = dict.__getitem__(self, key)
-        if key in self._own or _READING.get():
+        if _READING.get():
+            return value
+        if _TAKEN is not None:
+            _note(self, key)
+        if key in self._own:
             return value
         value = copy.deepcopy(value)
         dict.__setitem__(self, key, value)
@@ -78,10 +82,14 @@ class SharedRecords(dict):
         return [(key, self[key]) for key in list(dict.keys(self))]
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if _TAKEN is not None:
+            _note(self, key)
         dict.__setitem__(self, key, value)
         self._own.add(key)
 
     def __delitem__(self, key: Any) -> None:
+        if _TAKEN is not None:
+            _note(self, key)
         dict.__delitem__(self, key)
         self._own.discard(key)
 
@@ -108,6 +116,9 @@ class SharedRecords(dict):
             self[key] = value
 
     def clear(self) -> None:
+        if _TAKEN is not None:
+            for key in list(dict.keys(self)):
+                _note(self, key)
         dict.clear(self)
         self._own = set()
 
@@ -119,6 +130,66 @@ class SharedRecords(dict):
 
     def __reduce__(self):
         return (dict, (dict(dict.items(self)),))
+
+
+#: While :func:`capture_changes` runs: id of each table -> (the table, the keys a call took out,
+#: set or deleted). A module global, not a context variable: only a call worker sets it, in its own
+#: process, and every table access reads it.
+_TAKEN: dict[int, tuple[SharedRecords, set]] | None = None
+
+
+def _note(table: SharedRecords, key: Any) -> None:
+    _TAKEN.setdefault(id(table), (table, set()))[1].add(key)
+
+
+def capture_changes(environment: Any, run: Any) -> tuple[Any, dict[str, Any]]:
+    """``run()``'s value and what it may have changed in ``environment``'s toolkits, as
+    :func:`apply_changes` takes it: of each :class:`SharedRecords` table only the records the call
+    took out, set or deleted; every other field of a database, and a toolkit's other attributes,
+    whole (telecom's small database; airline's and retail's have none). What a call worker sends
+    back instead of the database."""
+    global _TAKEN
+    _TAKEN = {}
+    try:
+        value = run()
+    finally:
+        taken, _TAKEN = _TAKEN, None
+    changes: dict[str, Any] = {}
+    for attr in ("tools", "user_tools"):
+        kit = getattr(environment, attr, None)
+        if kit is None:
+            continue
+        others = {name: v for name, v in vars(kit).items() if name != "db"}
+        fields, tables = {}, {}
+        db = getattr(kit, "db", None)
+        for name, table in (vars(db) if db is not None else {}).items():
+            if not isinstance(table, SharedRecords):
+                fields[name] = table
+            elif id(table) in taken:
+                keys = taken[id(table)][1]
+                records = {k: dict.__getitem__(table, k) for k in keys if k in table}
+                tables[name] = (records, [k for k in keys if k not in table])
+        changes[attr] = (others, fields, tables)
+    return value, changes
+
+
+def apply_changes(environment: Any, changes: dict[str, Any]) -> None:
+    """Make ``environment`` what a call worker's copy of it became (``changes`` from
+    :func:`capture_changes` there); records set here are this side's own, as after a call."""
+    for attr, (others, fields, tables) in changes.items():
+        kit = getattr(environment, attr)
+        for name, value in others.items():
+            setattr(kit, name, value)
+        db = getattr(kit, "db", None)
+        for name, value in fields.items():
+            vars(db)[name] = value
+        for name, (records, deleted) in tables.items():
+            table = vars(db)[name]
+            for key in deleted:
+                if key in table:
+                    del table[key]
+            for key, record in records.items():
+                table[key] = record
 
 
 def _tables(db: Any) -> list[str]:
