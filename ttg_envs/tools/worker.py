@@ -1,21 +1,17 @@
-"""A long-lived worker process that runs stateful tool calls under a deadline, without a fork per call.
+"""Long-lived worker processes that run stateful tool calls under a deadline, without a fork per call.
 
-:func:`ttg_envs.tools.limits.run_limited` forks a child per call, whose cost grows with the
-caller's memory: fine for the rare stateless arithmetic call, too much for every call that changes
-an episode's backends. :func:`call_with_deadline` instead hands ``fn(*args)`` to a worker forked
-once per process (so the caller's modules and classes are there) and waits for its pickled answer
-at most ``timeout`` seconds. The worker keeps nothing between calls: the caller sends the state a
-call needs and takes back what the call made of it, so any number of episodes and branches share
-one worker, and when a call overruns the worker is killed and the caller's state is untouched (the
-last good state; the next call forks a new worker). Worker processes die with their caller.
-Where ``os.fork`` does not exist the call runs in the caller without a limit.
+:func:`call_with_deadline` hands ``fn(*args)`` to a worker forked once per process and waits for its
+pickled answer at most ``timeout`` seconds. It keeps nothing between calls: the caller sends the
+state a call needs and takes back what the call made of it, so every episode and branch shares one
+worker, and an overrunning call's worker is killed with the caller's state untouched (the next call
+forks a new one). :func:`ttg_envs.tools.limits.run_limited`'s fork per call costs with the caller's
+memory; this does not.
 
-:class:`StateWorker` is the other kind: a worker that owns state. It is forked from the caller
-with a ``handler`` closed over the caller's objects (so it inherits them, a database included,
-for free: copy-on-write memory, nothing sent), answers each request with ``handler(request)``
-within a deadline and sends back only what the handler returns (say, the records a call changed).
-Its state then follows the caller's only as long as the caller applies those answers; when the
-caller's state changes otherwise, the caller drops the worker and forks a new one.
+:class:`StateWorker` owns state instead: forked from the caller with a ``handler`` closed over the
+caller's objects (a database inherited copy-on-write, nothing sent), it answers each request within a
+deadline with what the handler returns (say, the records a call changed). The caller applies those
+answers, and forks a new worker when its state changes otherwise. Workers die with their caller;
+without ``os.fork`` a call runs in the caller, unbounded.
 """
 
 from __future__ import annotations
