@@ -17,26 +17,24 @@ from typing import Any
 DEFAULT_ENV = "ttg/ALFWorld-v0"
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1 (a count of tasks, seeds, workers or epochs)."""
+def _whole_number_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (a count of tasks, seeds, workers or epochs)."""
+    return _whole_number_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """An argparse type: a whole number >= 0 (a count where 0 means "the library's default")."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    return _whole_number_at_least(text, 0)
 
 
 class TaskIndices(Sequence[int]):

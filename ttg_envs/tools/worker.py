@@ -136,14 +136,18 @@ def call_with_deadline(fn: Callable[..., Any], args: tuple, timeout: float) -> A
         worker = _WORKERS.get(os.getpid())
         if worker is None:
             worker = _WORKERS[os.getpid()] = _Worker()
-        try:
-            status, value = worker.call(payload, timeout)
-        except (ToolTimeout, ToolCrashed, OSError) as exc:
-            worker.kill()
-            del _WORKERS[os.getpid()]
-            if isinstance(exc, ToolTimeout):
-                raise ToolTimeout(f"the call did not finish within {timeout:g} s") from None
-            raise ToolCrashed(str(exc)) from None
+        return _answer(worker, payload, timeout, lambda: (worker.kill(), _WORKERS.pop(os.getpid())))
+
+
+def _answer(worker: _Worker, payload: bytes, timeout: float, drop: Callable[[], Any]) -> Any:
+    """``worker``'s answer to ``payload``; on a timeout or death ``drop()`` runs, then the error is raised."""
+    try:
+        status, value = worker.call(payload, timeout)
+    except (ToolTimeout, ToolCrashed, OSError) as exc:
+        drop()
+        if isinstance(exc, ToolTimeout):
+            raise ToolTimeout(f"the call did not finish within {timeout:g} s") from None
+        raise ToolCrashed(str(exc)) from None
     if status != "ok":
         raise RuntimeError(f"{value[0]}: {value[1]}")
     return value
@@ -189,16 +193,7 @@ class StateWorker:
         when the handler raised (the worker lives on)."""
         if self._worker is None or self._worker.owner != os.getpid():
             raise ToolCrashed("the worker was stopped")
-        try:
-            status, value = self._worker.call(pickle.dumps(request), timeout)
-        except (ToolTimeout, ToolCrashed, OSError) as exc:
-            self.close()
-            if isinstance(exc, ToolTimeout):
-                raise ToolTimeout(f"the call did not finish within {timeout:g} s") from None
-            raise ToolCrashed(str(exc)) from None
-        if status != "ok":
-            raise RuntimeError(f"{value[0]}: {value[1]}")
-        return value
+        return _answer(self._worker, pickle.dumps(request), timeout, self.close)
 
     def close(self) -> None:
         """Kill the worker (idempotent)."""
