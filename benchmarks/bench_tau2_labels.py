@@ -19,21 +19,13 @@ from pathlib import Path
 
 def _tau2_evaluate(self):
     """``Tau2Env._evaluate`` as it was: tau2's evaluator, which builds both environments from the files."""
-    from ttg_envs.envs.tau2.data import tau2
     from ttg_envs.envs.tau2.env import _quiet
-    from ttg_envs.envs.tau2.evaluation import _simulation
+    from ttg_envs.envs.tau2.evaluation import tau2_evaluation
 
-    evaluator = tau2("tau2.evaluator.evaluator")
     trajectory = [m.model_copy(update={"turn_idx": i}) for i, m in enumerate(self._episode.trajectory)]
     try:
         with _quiet():
-            info = evaluator.evaluate_simulation(
-                simulation=_simulation(self._task, trajectory),
-                task=self._task,
-                evaluation_type=evaluator.EvaluationType.ALL,
-                solo_mode=False,
-                domain=self.domain,
-            )
+            info = tau2_evaluation(self._task, trajectory, self.domain)
     except Exception as exc:
         return {"reward": 0.0, "error": f"tau2's evaluator raised {type(exc).__name__}: {exc}"}
     return info.model_dump(mode="json")

@@ -9,22 +9,14 @@ import pytest
 pytest.importorskip("tau2")
 
 from ttg_envs.envs.tau2 import Tau2Env  # noqa: E402
-from ttg_envs.envs.tau2.data import tau2  # noqa: E402
-from ttg_envs.envs.tau2.evaluation import _simulation, evaluate_episode, same_database  # noqa: E402
+from ttg_envs.envs.tau2.evaluation import evaluate_episode, same_database, tau2_evaluation  # noqa: E402
 from ttg_envs.envs.tau2.policies import GoldPolicy, PerturbedGoldPolicy  # noqa: E402
 from ttg_envs.envs.tau2.state import fresh_environment  # noqa: E402
 
 
 def _tau2_verdict(env):
-    evaluator = tau2("tau2.evaluator.evaluator")
     messages = [m.model_copy(update={"turn_idx": i}) for i, m in enumerate(env.trajectory)]
-    theirs = evaluator.evaluate_simulation(
-        simulation=_simulation(env.task_object, messages),
-        task=env.task_object,
-        evaluation_type=evaluator.EvaluationType.ALL,
-        solo_mode=False,
-        domain=env.domain,
-    )
+    theirs = tau2_evaluation(env.task_object, messages, env.domain)
     ours = evaluate_episode(env.task_object, messages, env.domain)
     return (ours.reward, ours.db_check), (theirs.reward, theirs.db_check)
 

@@ -33,13 +33,20 @@ def evaluate_episode(task: Any, messages: list[Any], domain: str) -> Any:
     gives it for a run that the user stopped."""
     evaluator = tau2("tau2.evaluator.evaluator")
     if task.evaluation_criteria is None or not shares_records(_pristine(domain)):
-        return evaluator.evaluate_simulation(
-            simulation=_simulation(task, messages), task=task, evaluation_type=evaluator.EvaluationType.ALL, solo_mode=False, domain=domain
-        )
+        return tau2_evaluation(task, messages, domain)
     env_info = environment_reward(task, messages, domain)
     action_info = evaluator.ActionEvaluator.calculate_reward(task=task, full_trajectory=messages)
     communicate_info = evaluator.CommunicateEvaluator.calculate_reward(task=task, full_trajectory=messages)
     return _combine(task, env_info, action_info, communicate_info)
+
+
+def tau2_evaluation(task: Any, messages: list[Any], domain: str) -> Any:
+    """tau2's own ``evaluate_simulation(..., EvaluationType.ALL, solo_mode=False)`` of the episode
+    (both environments built from the files): the reference :func:`evaluate_episode` equals."""
+    evaluator = tau2("tau2.evaluator.evaluator")
+    return evaluator.evaluate_simulation(
+        simulation=_simulation(task, messages), task=task, evaluation_type=evaluator.EvaluationType.ALL, solo_mode=False, domain=domain
+    )
 
 
 def _simulation(task: Any, messages: list[Any]) -> Any:
