@@ -454,7 +454,8 @@ def summary(runs: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]
                 "seeds": len(mine),
                 "steps": steps,
                 "mean": mean.tolist(),
-                "std": success.std(0).tolist(),
+                # the sample sd (ddof 1), the same estimator as the start's spread in ``markdown``
+                "std": success.std(0, ddof=min(1, len(mine) - 1)).tolist(),
                 "steps_to_threshold": reached[0] if reached else None,
                 "tokens": np.mean([r["eval_tokens"] for r in mine], 0).tolist(),
                 "wall_s": float(np.mean([r["wall_s"] for r in mine])),
