@@ -55,7 +55,7 @@ config["ready"] = {
                    "tasks": train["config"].get("tasks") or train["config"].get("limit"),
                    "trajectories": train["trajectories"]["train"],
                    "policies": train["config"]["policies"], "epochs": train["config"]["epochs"],
-                   **{k: train["config"][k] for k in ("targets", "turn_limit", "mark_task_words") if k in train["config"]}},
+                   **{k: train["config"][k] for k in ("targets", "turn_limit", "mark_task_words", "task_from_user") if k in train["config"]}},
     "heldout": {split: {**{k: v for k, v in report.items() if not isinstance(v, (list, dict))},
                         **({"noop": report["noop"]} if report.get("noop") else {})}
                 for split, report in heldout["reports"].items()},
@@ -160,7 +160,7 @@ build_tau2() {
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
         --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 \
-        --targets gold --threads 1 --out "$WORK/tau2/train"
+        --targets gold --threads 1 --task-from-user --out "$WORK/tau2/train"
     $TTG eval-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --meter "$WORK/tau2/train/meter" --splits test \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/tau2/eval"
     heldout_previous tau2 ttg/Tau2-v0 '{"user": "gold"}'

@@ -180,3 +180,12 @@ def test_gold_targets_and_labels_are_refused_where_the_env_has_no_gold_policy(ca
     assert err[1].startswith("ttg: error: argument --targets: gold-prefix needs a gold policy and ttg/ALFWorld-v0 has none")
     assert err[2].startswith("ttg: error: argument --labels: gold needs a gold policy and ttg/AWM-v0 has none")
     assert not any(tmp_path.iterdir())  # nothing recorded
+
+
+def test_train_meter_task_from_user_reaches_the_config():
+    from ttg_envs.cli.configs import from_args
+    from ttg_envs.training.meter.config import MeterTrainConfig
+
+    argv = ["train-meter", "--env", "ttg/Tau2-v0", "--targets", "gold"]
+    assert not from_args(MeterTrainConfig, build_parser().parse_args(argv)).task_from_user
+    assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--task-from-user"])).task_from_user

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 
 import pytest
@@ -10,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ttg_envs.meters import EncoderMeter, PromptConfig, TransformersMeter, load_meter
-from ttg_envs.meters.encoder import EncoderConfig, build_model, history_segments
+from ttg_envs.meters.encoder import EncoderConfig, build_model, first_user_text, history_segments
 from ttg_envs.training.tiny_models import (
     tiny_causal_lm,
     tiny_encoder,
@@ -157,6 +159,42 @@ def test_vllm_meter_needs_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
     with pytest.raises(MissingExtraError, match="vllm"):
         load_meter("vllm:some/model")
+
+
+#: A tau2 transcript's opening: the agent greets the user before the user's request arrives.
+TAU2_HISTORY = [
+    {"role": "system", "content": "You are a customer service agent."},
+    {"role": "assistant", "content": "Hi! How can I help you today?"},
+    {"role": "user", "content": "Exchange the keyboard of order W237 for a clicky one."},
+    {"role": "assistant", "content": "<action>get_order_details W237</action>"},
+    {"role": "tool", "content": "order W237: keyboard, thermostat"},
+]
+
+
+def test_task_from_user_pairs_every_segment_with_the_users_request(encoder_meter):
+    # Reading the task segment, a tau2 meter's task statement is empty for every state.
+    assert {task for task, _ in encoder_meter.segments(TAU2_HISTORY)} == {""}
+    meter = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, dataclasses.replace(encoder_meter.config, task_from_user=True))
+    segs = meter.segments(TAU2_HISTORY)
+    tasks = {task for task, _ in segs}
+    assert len(tasks) == 1 and tasks.pop().startswith("Exchange the keyboard")
+    # The segments themselves stay as they were: the request also stays where it arrived.
+    assert [text for _, text in segs] == [text for _, text in encoder_meter.segments(TAU2_HISTORY)]
+    assert "[env] Exchange the keyboard" in segs[1][1]
+    # Where the user speaks first (ALFWorld, BFCL), the statement is that message as before.
+    assert meter.segments(episode(1)) == encoder_meter.segments(episode(1))
+    assert first_user_text([{"role": "assistant", "content": "hi"}]) == ""
+
+
+def test_task_from_user_is_saved_and_an_old_meter_json_reads_the_task_segment(encoder_meter, tmp_path):
+    meter = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, dataclasses.replace(encoder_meter.config, task_from_user=True))
+    meter.save_pretrained(tmp_path / "new")
+    assert load_meter(str(tmp_path / "new")).config.task_from_user
+    saved = json.loads((tmp_path / "new" / "meter.json").read_text())
+    del saved["encoder"]["task_from_user"]  # a meter.json written before the option existed
+    (tmp_path / "new" / "meter.json").write_text(json.dumps(saved))
+    old = load_meter(str(tmp_path / "new"))
+    assert not old.config.task_from_user and old.segments(TAU2_HISTORY) == encoder_meter.segments(TAU2_HISTORY)
 
 
 def test_history_segments_can_drop_reasoning():

@@ -136,3 +136,45 @@ def test_a_cpu_meter_calls_on_one_thread_and_restores_the_callers_count():
         assert load_meter("ttg/ALFWorld-v0", threads=2).call_threads == 2  # an explicit count is what its calls get
     finally:
         torch.set_num_threads(before)
+
+
+#: Estimates (completion logit, remaining tokens) of the shipped ALFWorld and BFCL meters on three
+#: fixed histories, as the code before ``EncoderConfig.task_from_user`` gave them: a meter.json
+#: without the field must read its task where it did.
+_FIXED_TAU2 = [
+    {"role": "system", "content": "You are a customer service agent."},
+    {"role": "assistant", "content": "Hi! How can I help you today?"},
+    {"role": "user", "content": "I want to exchange the keyboard of order #W2378156 for one with clicky switches."},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "find_user_id_by_zip", "arguments": '{"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}'},
+            }
+        ],
+    },
+    {"role": "tool", "content": "yusuf_rossi_9620"},
+]
+_FIXED_ALFWORLD = [
+    {"role": "system", "content": "rules"},
+    {"role": "user", "content": "You are in the middle of a room. Your task is to: put a clean mug in coffeemachine."},
+    {"role": "assistant", "content": "<action>go to countertop 1</action>"},
+    {"role": "user", "content": "On the countertop 1, you see a mug 1 and a knife 2."},
+]
+_ESTIMATES_BEFORE = {
+    "ttg/ALFWorld-v0": [(5.666531, 97), (5.650010, 110), (6.635987, 125)],
+    "ttg/BFCL-v0": [(4.926787, 1), (5.041173, 0), (4.648129, 0)],
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(_ESTIMATES_BEFORE))
+def test_shipped_meters_without_task_from_user_estimate_as_before(env_id):
+    from ttg_envs.meters import load_meter
+
+    meter = load_meter(env_id)
+    assert not meter.config.task_from_user
+    out = meter.estimate([_FIXED_TAU2, _FIXED_TAU2[:3], _FIXED_ALFWORLD])
+    assert [e.completion_logit for e in out] == pytest.approx([v for v, _ in _ESTIMATES_BEFORE[env_id]], abs=1e-4)
+    assert [e.remaining_tokens for e in out] == [n for _, n in _ESTIMATES_BEFORE[env_id]]

@@ -116,6 +116,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: mark the words of each action segment that the task statement names too",
     )
     p.add_argument(
+        "--task-from-user",
+        action="store_true",
+        help="encoder: the task statement is the first user message, also when the agent spoke first (tau2)",
+    )
+    p.add_argument(
         "--carry-gate",
         action="store_true",
         help="encoder: the head also says how likely the last action left the remaining work as it was, and carries "

@@ -73,6 +73,12 @@ class EncoderConfig:
             and the estimate carries the previous state's over by that much:
             ``v_t = g_t * v_{t-1} + (1 - g_t) * raw_t``. Candidates of one state then differ by
             what each one did, not by two independent guesses of the same distance.
+        task_from_user: the task statement is the first user message (:func:`first_user_text`),
+            also when an assistant message came before it (a tau2 agent greets the user before
+            the request arrives, so the task segment is empty). That message also stays in the
+            action segment it arrived in, so the segments are the same as without the option
+            and only the statement each one is paired with changes. False (saved meters without
+            the field): the statement comes from the task segment.
     """
 
     window: int | None = None
@@ -85,6 +91,7 @@ class EncoderConfig:
     turn_limit: int | None = None
     mark_task_words: bool = False
     carry_gate: bool = False
+    task_from_user: bool = False
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -133,6 +140,18 @@ def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool 
         else:
             segments[-1] = f"{segments[-1]}\n[env] {text}"
     return segments
+
+
+def first_user_text(history: Sequence[Mapping[str, Any]]) -> str:
+    """The text of the first user message of ``history`` ("" when there is none).
+
+    >>> first_user_text([{"role": "assistant", "content": "Hi, how can I help?"}, {"role": "user", "content": "Cancel order #W1."}])
+    'Cancel order #W1.'
+    """
+    for message in history:
+        if message.get("role") == "user":
+            return message_text(message).strip()
+    return ""
 
 
 def task_statement(task_segment: str, pattern: str | None) -> str:
@@ -375,7 +394,8 @@ class EncoderMeter(CachedMeter):
     def segments(self, history: History) -> list[Segment]:
         """The (task statement, segment) pairs the meter reads for ``history``."""
         texts = history_segments(history, self.config.include_system, self.config.drop_reasoning)
-        task = self._task(task_statement(texts[0], self.config.task_pattern))
+        source = first_user_text(history) if self.config.task_from_user else texts[0]
+        task = self._task(task_statement(source, self.config.task_pattern))
         if self.config.mark_task_words:
             texts = texts[:1] + [mark_task_words(text, task) for text in texts[1:]]
         return [(task, text) for text in texts]

@@ -43,6 +43,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         turn_limit=settings.turn_limit or None,
         mark_task_words=settings.mark_task_words,
         carry_gate=settings.carry_gate,
+        task_from_user=settings.task_from_user,
     )
     if name == "tiny":
         from ...meters.encoder import TASK_MARK

@@ -57,6 +57,7 @@ class MeterTrainConfig(MeterRunConfig):
     delta_weight: float = 0.0
     mark_task_words: bool = False
     carry_gate: bool = False
+    task_from_user: bool = False
     noop_siblings: int = 0
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
