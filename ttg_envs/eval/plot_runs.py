@@ -71,7 +71,11 @@ class RunCurves:
 
 @dataclass
 class Curve:
-    """A label's mean curve over its runs (on the steps every run has): x for both axes, mean and std."""
+    """A label's mean curve over its runs (on the steps every run has): x for both axes, mean and std.
+
+    ``std`` is the sample standard deviation (ddof 1; 0 for a single run), the estimator
+    ``benchmarks/train_compare.py`` writes into its summary and the start's spread uses.
+    """
 
     label: str
     runs: int
@@ -113,7 +117,9 @@ def group_curves(runs: Sequence[RunCurves], metric: str) -> list[Curve]:
         picked = [(tok[np.isin(st, common)], val[np.isin(st, common)]) for st, tok, val in series]
         tokens = np.mean([t for t, _ in picked], axis=0)
         values = np.array([v for _, v in picked])
-        curves.append(Curve(label, len(series), np.array(common), tokens, values.mean(axis=0), values.std(axis=0)))
+        curves.append(
+            Curve(label, len(series), np.array(common), tokens, values.mean(axis=0), values.std(axis=0, ddof=min(1, len(series) - 1)))
+        )
     return curves
 
 
