@@ -23,7 +23,7 @@ from ttg_envs.training.meter.datasets import (
     split_trajectories,
     trajectory_examples,
 )
-from ttg_envs.training.meter.evaluation import evaluate_meter, step_labels_from_plan_lengths
+from ttg_envs.training.meter.evaluation import evaluate_meter, markdown_report, step_labels_from_plan_lengths
 from ttg_envs.training.meter.grpo import group_normalize, meter_reward, token_accuracy
 from ttg_envs.wrappers import write_trajectory
 
@@ -422,3 +422,25 @@ def test_reports_record_task_ranges_as_index_lists():
     config = MeterRunConfig(tasks=TaskIndices([range(0, 1), range(25, 26), range(100, 103)]))
     assert json.loads(json.dumps(report_config(config), default=str))["tasks"] == [0, 25, 100, 101, 102]
     assert report_config(MeterRunConfig())["tasks"] is None
+
+
+def test_anchored_step_accuracy_lets_the_outcome_decide_the_last_step_only():
+    # A lost episode whose closing step the meter reads as progress (40 -> 20 -> 0 tokens, success
+    # predicted throughout): its own figures call the bad last step good; anchored, c_2 = C = 1000
+    # and the step's cost rises by 980. The first step is decided by the meter either way.
+    lost = parse_trajectory(record("c", [10, 10], False), "f:1")
+    lost.step_labels = [1, -1]
+    answers = {0: (True, 40), 1: (True, 20), 2: (True, 0)}
+    meter = ScriptedMeter(lambda h: answers[sum(m["role"] == "assistant" for m in h)])
+    report = evaluate_meter(meter, [lost], failure_cost=1000.0, progress=False)
+    assert (report.good_step_accuracy, report.bad_step_accuracy, report.balanced_step_accuracy) == (1.0, 0.0, 0.5)
+    assert (report.anchored_good_step_accuracy, report.anchored_bad_step_accuracy) == (1.0, 1.0)
+    assert report.anchored_balanced_step_accuracy == 1.0
+    # A won episode whose meter predicts failure after its good last step: anchored, c_2 = 0.
+    won = parse_trajectory(record("c", [10, 10], True), "f:2")
+    won.step_labels = [-1, 1]
+    answers = {0: (True, 40), 1: (True, 60), 2: (False, 0)}
+    report = evaluate_meter(meter, [won], failure_cost=1000.0, progress=False)
+    assert (report.good_step_accuracy, report.bad_step_accuracy) == (0.0, 1.0)
+    assert (report.anchored_good_step_accuracy, report.anchored_bad_step_accuracy) == (1.0, 1.0)
+    assert "balanced, last step anchored" in markdown_report({"x": report}).splitlines()[0]

@@ -26,7 +26,7 @@ import numpy as np
 from ..._io import markdown_table
 from ...meters.base import Estimate, ProgressMeter
 from ...wrappers.plan_length import plan_length
-from ...wrappers.progress_meter import estimate_costs, estimate_idle
+from ...wrappers.progress_meter import anchored_cost, estimate_costs, estimate_idle
 from .datasets import Trajectory, step_labels_from_plan_lengths
 from .grpo import token_accuracy
 
@@ -52,6 +52,13 @@ class MeterReport:
     per_policy: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: :class:`NoOpReport` as a dict, when ``eval-meter`` ran the no-op check (envs with a planner).
     noop: dict[str, Any] | None = None
+    #: Good / bad / balanced step accuracy with the last cost anchored by the outcome (eq. 7: 0
+    #: after a win, C after a loss or truncation), as ``ProgressMeterWrapper`` writes it and the
+    #: selector and DeltaTTG credit read it: the meter's estimate decides every step but the
+    #: last, which the env's outcome decides. The fields above are the meter's own (paper 5.1, no anchor).
+    anchored_good_step_accuracy: float | None = None
+    anchored_bad_step_accuracy: float | None = None
+    anchored_balanced_step_accuracy: float | None = None
     #: With ``eval-meter --carry-noops``: this report's step figures (its scalar fields and
     #: ``steps``) with the estimate carried across steps that left the task state unchanged.
     carried: dict[str, Any] | None = None
@@ -403,7 +410,13 @@ def evaluate_meter(
                     u = token_accuracy(est.remaining_tokens, traj.ttg[t]) if est.completable else 0.0
                     g["u"].append(u)
             if traj.step_labels is not None:
-                delta = -np.diff(estimate_costs(ests, failure_cost))
+                costs = np.asarray(estimate_costs(ests, failure_cost), dtype=float)
+                anchored = costs.copy()
+                anchored[-1] = anchored_cost(traj.success, failure_cost)
+                for label, d in zip(traj.step_labels, -np.diff(anchored)):
+                    if label != 0:
+                        g["good_anchored" if label > 0 else "bad_anchored"].append(bool(np.sign(d) == label))
+                delta = -np.diff(costs)
                 for label, d in zip(traj.step_labels, delta):
                     if label != 0:
                         g["good" if label > 0 else "bad"].append(bool(np.sign(d) == label))
@@ -423,9 +436,14 @@ def _mean(values: list) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _balanced(good_acc: float | None, bad_acc: float | None) -> float | None:
+    return (good_acc + bad_acc) / 2 if good_acc is not None and bad_acc is not None else None
+
+
 def _summarize(g: dict[str, list]) -> dict[str, Any]:
     good, bad = g.get("good", []), g.get("bad", [])
     good_acc, bad_acc = _mean(good), _mean(bad)
+    good_anchored, bad_anchored = _mean(g.get("good_anchored", [])), _mean(g.get("bad_anchored", []))
     return {
         "prefixes": len(g.get("valid", [])),
         "valid_rate": _mean(g.get("valid", [])),
@@ -435,7 +453,10 @@ def _summarize(g: dict[str, list]) -> dict[str, Any]:
         "decided_step_accuracy": _mean(g.get("decided", [])),
         "good_step_accuracy": good_acc,
         "bad_step_accuracy": bad_acc,
-        "balanced_step_accuracy": (good_acc + bad_acc) / 2 if good_acc is not None and bad_acc is not None else None,
+        "balanced_step_accuracy": _balanced(good_acc, bad_acc),
+        "anchored_good_step_accuracy": good_anchored,
+        "anchored_bad_step_accuracy": bad_anchored,
+        "anchored_balanced_step_accuracy": _balanced(good_anchored, bad_anchored),
         "steps": {"good": len(good), "bad": len(bad), "neutral": len(g.get("neutral", [])), "ties": int(sum(g.get("ties", [])))},
     }
 
@@ -457,6 +478,7 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
             "without ties",
             "good / bad acc",
             "balanced",
+            "balanced, last step anchored",
             "steps good/bad/neutral (ties)",
             "no-op above best",
         ),
@@ -471,6 +493,7 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
                 pct(r.decided_step_accuracy),
                 f"{pct(r.good_step_accuracy)} / {pct(r.bad_step_accuracy)}",
                 pct(r.balanced_step_accuracy),
+                pct(r.anchored_balanced_step_accuracy),
                 f"{r.steps.get('good', 0)}/{r.steps.get('bad', 0)}/{r.steps.get('neutral', 0)} ({r.steps.get('ties', 0)})",
                 "-"
                 if not r.noop or r.noop["rate"] is None
@@ -479,7 +502,7 @@ def markdown_report(reports: dict[str, MeterReport]) -> str:
             )
             for name, r in reports.items()
         ),
-        right=10,
+        right=11,
     )
 
 
