@@ -55,7 +55,7 @@ config["ready"] = {
                    "tasks": train["config"].get("tasks") or train["config"].get("limit"),
                    "trajectories": train["trajectories"]["train"],
                    "policies": train["config"]["policies"], "epochs": train["config"]["epochs"],
-                   **{k: train["config"][k] for k in ("targets", "turn_limit", "mark_task_words", "task_from_user") if k in train["config"]}},
+                   **{k: train["config"][k] for k in ("targets", "turn_limit", "mark_task_words", "task_from_user", "compact_calls") if k in train["config"]}},
     "heldout": {split: {**{k: v for k, v in report.items() if not isinstance(v, (list, dict))},
                         **({"noop": report["noop"]} if report.get("noop") else {})}
                 for split, report in heldout["reports"].items()},

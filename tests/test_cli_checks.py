@@ -182,10 +182,13 @@ def test_gold_targets_and_labels_are_refused_where_the_env_has_no_gold_policy(ca
     assert not any(tmp_path.iterdir())  # nothing recorded
 
 
-def test_train_meter_task_from_user_reaches_the_config():
+def test_train_meter_task_from_user_and_compact_calls_reach_the_config():
     from ttg_envs.cli.configs import from_args
     from ttg_envs.training.meter.config import MeterTrainConfig
 
     argv = ["train-meter", "--env", "ttg/Tau2-v0", "--targets", "gold"]
     assert not from_args(MeterTrainConfig, build_parser().parse_args(argv)).task_from_user
     assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--task-from-user"])).task_from_user
+    assert not from_args(MeterTrainConfig, build_parser().parse_args(argv)).compact_calls
+    assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--compact-calls"])).compact_calls
+    assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--task-tokens", "160"])).task_tokens == 160

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from ttg_envs.meters import EncoderMeter, PromptConfig, TransformersMeter, load_meter
-from ttg_envs.meters.encoder import EncoderConfig, build_model, first_user_text, history_segments
+from ttg_envs.meters.encoder import EncoderConfig, build_model, compact_call_text, first_user_text, history_segments
 from ttg_envs.training.tiny_models import (
     tiny_causal_lm,
     tiny_encoder,
@@ -195,6 +195,41 @@ def test_task_from_user_is_saved_and_an_old_meter_json_reads_the_task_segment(en
     (tmp_path / "new" / "meter.json").write_text(json.dumps(saved))
     old = load_meter(str(tmp_path / "new"))
     assert not old.config.task_from_user and old.segments(TAU2_HISTORY) == encoder_meter.segments(TAU2_HISTORY)
+
+
+#: A tau2 write as the agent sends it: the OpenAI call JSON opens with the call's id and type.
+TAU2_CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {"id": "call_3_0", "type": "function", "function": {"name": "cancel_pending_order", "arguments": '{"order_id": "#W237"}'}}
+    ],
+}
+
+
+def test_compact_calls_read_a_call_by_its_name_and_arguments_within_the_segment_budget(encoder_meter, tmp_path):
+    history = [*TAU2_HISTORY, TAU2_CALL, {"role": "tool", "content": '{"status": "cancelled"}'}]
+    meter = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, dataclasses.replace(encoder_meter.config, compact_calls=True))
+    json_text, compact_text = encoder_meter.segments(history)[-1][1], meter.segments(history)[-1][1]
+    assert json_text.startswith('[agent] [{"id": "call_3_0", "type": "function"')
+    assert compact_text == '[agent] cancel_pending_order {"order_id": "#W237"}\n[env] {"status": "cancelled"}'
+    # Within the same token budget the compact segment reaches the call's result; the JSON one does not.
+    count = lambda text: len(encoder_meter.tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert count(compact_text) < count(json_text.split("\n[env]")[0])
+    # Messages without calls read the same either way; content beside calls is kept above them.
+    assert [t for _, t in meter.segments(TAU2_HISTORY)] == [t for _, t in encoder_meter.segments(TAU2_HISTORY)]
+    both = compact_call_text({**TAU2_CALL, "content": "Cancelling it now."})
+    assert both == 'Cancelling it now.\ncancel_pending_order {"order_id": "#W237"}'
+    # A BFCL message holds its calls twice, as the model wrote them and parsed: read once.
+    written = '<tool_call>\n{"name": "cancel_pending_order", "arguments": {"order_id": "#W237"}}\n</tool_call>'
+    assert compact_call_text({**TAU2_CALL, "content": written}) == 'cancel_pending_order {"order_id": "#W237"}'
+    # Saved with the meter; a meter.json without the field reads the JSON as before.
+    meter.save_pretrained(tmp_path / "m")
+    assert load_meter(str(tmp_path / "m")).config.compact_calls
+    saved = json.loads((tmp_path / "m" / "meter.json").read_text())
+    del saved["encoder"]["compact_calls"]
+    (tmp_path / "m" / "meter.json").write_text(json.dumps(saved))
+    assert load_meter(str(tmp_path / "m")).segments(history) == encoder_meter.segments(history)
 
 
 def test_history_segments_can_drop_reasoning():

@@ -101,6 +101,7 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", type=int, help="encoder head / tiny model width (default: %(default)s)")
     p.add_argument("--window", type=int, help="encoder: read only the last N action segments after the task (default: 0, all)")
     p.add_argument("--segment-tokens", type=int, help="encoder: tokens read per segment (default: %(default)s)")
+    p.add_argument("--task-tokens", type=int, help="encoder: tokens of the task statement paired with every segment (default: %(default)s)")
     p.add_argument("--keep-reasoning", action="store_true", help="encoder: also read <think> blocks of agent messages")
     p.add_argument(
         "--targets",
@@ -119,6 +120,11 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         "--task-from-user",
         action="store_true",
         help="encoder: the task statement is the first user message, also when the agent spoke first (tau2)",
+    )
+    p.add_argument(
+        "--compact-calls",
+        action="store_true",
+        help="encoder: read an agent's tool calls as 'name {arguments}' instead of the OpenAI call JSON (tau2)",
     )
     p.add_argument(
         "--carry-gate",

@@ -79,6 +79,11 @@ class EncoderConfig:
             action segment it arrived in, so the segments are the same as without the option
             and only the statement each one is paired with changes. False (saved meters without
             the field): the statement comes from the task segment.
+        compact_calls: an agent's tool calls are read as ``name {arguments}``
+            (:func:`compact_call_text`) instead of the OpenAI JSON of the call, whose id and
+            ``type`` fields fill the first ~35 tokens of the segment, so that within
+            ``max_segment_tokens`` the meter reads which call was made, with what, and the start
+            of its result. False (saved meters without the field): the JSON, as before.
     """
 
     window: int | None = None
@@ -92,6 +97,7 @@ class EncoderConfig:
     mark_task_words: bool = False
     carry_gate: bool = False
     task_from_user: bool = False
+    compact_calls: bool = False
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -119,15 +125,46 @@ def mark_task_words(text: str, task: str) -> str:
 _REASONING = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 
-def history_segments(history: Sequence[Mapping[str, Any]], include_system: bool = False, drop_reasoning: bool = False) -> list[str]:
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>.*?(</tool_call>|$)", re.DOTALL)
+
+
+def compact_call_text(message: Mapping[str, Any]) -> str:
+    """A message's text with its tool calls as ``name {arguments}`` lines (no call ids, no ``type``).
+
+    ``<tool_call>`` blocks in the content, the same calls as the model wrote them, are left out.
+
+    >>> compact_call_text({"role": "assistant", "content": None, "tool_calls": [
+    ...     {"id": "call_0_0", "type": "function", "function": {"name": "cancel", "arguments": '{"order_id": "#W1"}'}}]})
+    'cancel {"order_id": "#W1"}'
+    """
+    calls = message.get("tool_calls")
+    if not calls:
+        return message_text(message)
+    # The content may hold the same calls as the model wrote them (hermes ``<tool_call>`` blocks,
+    # BFCL): read them once, parsed.
+    content = _TOOL_CALL_BLOCK.sub("", message_text({**message, "tool_calls": None})).strip()
+    lines = [content] if content else []
+    for call in calls:
+        function = call.get("function", call) if isinstance(call, Mapping) else {}
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+        lines.append(f"{function.get('name', '?')} {arguments}".rstrip())
+    return "\n".join(lines)
+
+
+def history_segments(
+    history: Sequence[Mapping[str, Any]], include_system: bool = False, drop_reasoning: bool = False, compact_calls: bool = False
+) -> list[str]:
     """The task segment, then one segment per assistant action with the observations after it.
 
-    ``drop_reasoning`` removes ``<think>...</think>`` blocks (an unclosed one to the end) from agent messages.
+    ``drop_reasoning`` removes ``<think>...</think>`` blocks (an unclosed one to the end) from agent
+    messages; ``compact_calls`` writes their tool calls as :func:`compact_call_text` does.
     """
     segments: list[str] = [""]
     for message in history:
         role = message.get("role")
-        text = message_text(message)
+        text = compact_call_text(message) if compact_calls and role == "assistant" else message_text(message)
         if role == "system":
             if include_system:
                 segments[0] = f"{segments[0]}\n{text}".strip()
@@ -393,7 +430,7 @@ class EncoderMeter(CachedMeter):
     # ------------------------------------------------------------------ inference
     def segments(self, history: History) -> list[Segment]:
         """The (task statement, segment) pairs the meter reads for ``history``."""
-        texts = history_segments(history, self.config.include_system, self.config.drop_reasoning)
+        texts = history_segments(history, self.config.include_system, self.config.drop_reasoning, self.config.compact_calls)
         source = first_user_text(history) if self.config.task_from_user else texts[0]
         task = self._task(task_statement(source, self.config.task_pattern))
         if self.config.mark_task_words:

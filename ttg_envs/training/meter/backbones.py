@@ -39,18 +39,22 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         task_pattern=_task_pattern(settings.env),
         window=settings.window or None,
         max_segment_tokens=settings.segment_tokens,
+        max_task_tokens=settings.task_tokens,
         drop_reasoning=not settings.keep_reasoning,
         turn_limit=settings.turn_limit or None,
         mark_task_words=settings.mark_task_words,
         carry_gate=settings.carry_gate,
         task_from_user=settings.task_from_user,
+        compact_calls=settings.compact_calls,
     )
     if name == "tiny":
         from ...meters.encoder import TASK_MARK
         from ..tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
         histories = [t.messages for t in train] + [s.messages for t in train for s in t.siblings]
-        texts = [s for h in histories for s in history_segments(h, drop_reasoning=config.drop_reasoning)] + [TASK_MARK]
+        texts = [
+            s for h in histories for s in history_segments(h, drop_reasoning=config.drop_reasoning, compact_calls=config.compact_calls)
+        ] + [TASK_MARK]
         tokenizer = train_wordpiece_tokenizer(texts)
         max_tokens = config.max_task_tokens + config.max_segment_tokens + 3
         backbone = tiny_encoder(tokenizer, hidden=settings.hidden, max_tokens=max_tokens, seed=settings.seed)

@@ -51,6 +51,7 @@ class MeterTrainConfig(MeterRunConfig):
     hidden: int = 64
     window: int = 0
     segment_tokens: int = 48
+    task_tokens: int = 32
     keep_reasoning: bool = False
     targets: str = "recorded"
     turn_limit: int = 0
@@ -58,6 +59,7 @@ class MeterTrainConfig(MeterRunConfig):
     mark_task_words: bool = False
     carry_gate: bool = False
     task_from_user: bool = False
+    compact_calls: bool = False
     noop_siblings: int = 0
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
