@@ -26,9 +26,9 @@ import warnings
 import weakref
 from pathlib import Path
 
-#: CPU cores a sandbox may use at once (its quota per period); None: no CPU quota. It was off while a
-#: sandbox scheduled as a group of its own made AWM's steps slower on a loaded host; frozen between
-#: calls, a sandbox costs a step no more with it (`benchmarks/bench_awm_cpu.py`; see the README).
+#: CPU cores a sandbox may use at once (its quota per period); None: no CPU quota. It was off after one
+#: run where a sandbox scheduled as a group of its own made AWM's steps slower on a loaded host;
+#: interleaved runs of `benchmarks/bench_awm_cpu.py` found no steady cost (see the README).
 CPUS: float | None = 1.0
 #: Memory of all a sandbox's processes together, page cache and ``/tmp`` included (bytes).
 MEMORY_BYTES = 2 << 30
