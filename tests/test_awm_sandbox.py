@@ -293,6 +293,15 @@ def burn():
     while True:
         pass
 
+@app.post("/spin_thread", operation_id="spin_thread")
+def spin_thread():  # returns at once, leaving a thread that spins as long as the app lives
+    import threading
+    def spin():
+        while True:
+            pass
+    threading.Thread(target=spin, daemon=True).start()
+    return {"spinning": True}
+
 @app.get("/plant", operation_id="plant")
 def plant(kind: str, target: str = ""):
     unguard()
@@ -611,6 +620,107 @@ def test_the_sandboxs_cpu_is_bounded_in_all(bounded_sandbox):
     out = _call(bounded_sandbox, "spin", children=2, seconds=2)
     assert isinstance(out, dict) and out["cpu"] < 0.2 * 2 + 0.3, out
     assert _call(bounded_sandbox, "bump") == {"n": 1}
+
+
+def _freezable(env):
+    cgroup = env.unwrapped._workspace.sandbox.cgroup
+    if cgroup is None or cgroup.switch is None or cgroup.usage_us() is None:
+        pytest.skip("no cgroup with a freezer and CPU accounting here (the host is not root, or is in a container)")
+    return cgroup
+
+
+def test_a_thread_left_spinning_uses_no_cpu_after_its_call(side):
+    # Blocked by freezing the sandbox's cgroup FREEZE_AFTER after each call (host_cgroup.FREEZE):
+    # before, the thread burnt a core until the app was stopped (or its RLIMIT_CPU of 600 s ran out).
+    env = side.open()
+    cgroup = _freezable(env)
+    assert _call(env, "spin_thread") == {"spinning": True}
+    before = cgroup.usage_us()
+    time.sleep(2)
+    assert cgroup.usage_us() - before < 500_000 and cgroup.frozen
+    assert _call(env, "bump") == {"n": side.base + 1}  # thawed for the next call, which answers as before
+    side.stop()
+    side.intact()
+
+
+def test_a_frozen_sandbox_closes_promptly(dataset, monkeypatch):
+    # Handled by thawing before every stop: a frozen process neither reads its closed socket nor dies.
+    from ttg_envs.envs.awm.env import _Sandbox, close_idle_sandboxes
+
+    monkeypatch.setattr(_Sandbox, "_pool", {})
+    with AWMEnv(path=dataset, tool_timeout=20, state_in_database=True) as env:
+        cgroup = _freezable(env)
+        _fresh(env)
+        assert _call(env, "spin_thread") == {"spinning": True}
+        child = branch(env, "snapshot")  # a forked app too, spinning as well
+        time.sleep(0.5)
+        assert cgroup.frozen
+        start = time.monotonic()
+        child.close()
+    close_idle_sandboxes()
+    assert time.monotonic() - start < 5 and not any(f.exists() for f in cgroup.folders)
+    assert env._workspace.sandbox.zygote._freezer is None  # no freezing thread left
+
+
+_FROZEN_CGROUP_HOST = """
+import time
+from ttg_envs.envs.awm import AWMEnv
+from ttg_envs.envs.awm.policies import call_text
+env = AWMEnv(scenarios=["crm_1"])
+env.reset(options={"task_id": "crm_1/0"})
+env.step(call_text("list_deals", {}))
+cgroup = env._workspace.sandbox.cgroup
+time.sleep(0.5)
+print(cgroup is not None and cgroup.frozen, *(cgroup.folders if cgroup else []), flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_dead_hosts_frozen_cgroup_is_removed_at_the_next_create():
+    # Handled by _remove_abandoned thawing a dead host's cgroup and killing what is in it: a host
+    # killed while its sandbox was frozen leaves its processes frozen there (on v1 not even SIGKILL
+    # ends them), so the cgroup could never be removed.
+    from pathlib import Path
+
+    from ttg_envs.envs.awm.sandbox.host_cgroup import SandboxCgroup
+
+    host = subprocess.Popen([sys.executable, "-c", _FROZEN_CGROUP_HOST], stdout=subprocess.PIPE, text=True, env=_subprocess_env())
+    try:
+        frozen, *folders = host.stdout.readline().split()
+    finally:
+        host.kill()
+        host.wait()
+    if frozen != "True":
+        pytest.skip("no cgroup with a freezer here (the host is not root, or is in a container)")
+    folders = [Path(f) for f in folders]
+    time.sleep(0.5)
+    assert all(f.is_dir() for f in folders)  # nothing of the dead host could clean up
+    procs = folders[0] / "cgroup.procs"
+    assert procs.read_text().split(), "the dead host's sandbox processes should still be there, frozen"
+    cgroup = SandboxCgroup.create("ttg-awm-test-create")  # not a uid name: it sweeps, nothing else
+    try:
+        assert cgroup is not None
+        assert not any(f.exists() for f in folders)
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+def test_no_cgroup_warns_once(monkeypatch):
+    from ttg_envs.envs.awm.sandbox import host_cgroup
+
+    def unreadable():
+        raise OSError("no /proc/self/mountinfo")
+
+    monkeypatch.setattr(host_cgroup, "_mounts", unreadable)
+    monkeypatch.setattr(host_cgroup, "_warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert host_cgroup.SandboxCgroup.create("ttg-awm-1") is None
+        assert host_cgroup.SandboxCgroup.create("ttg-awm-2") is None
+        host_cgroup.warn_unavailable("the host is not root")
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "not enforced" in messages[0] and "not frozen" in messages[0], messages
 
 
 def test_exposed_kernel_calls_are_refused(side):

@@ -32,7 +32,7 @@ from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
 from ...tools.bounds import BoundExceeded
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
-from .sandbox import host_bwrap, host_db, host_folder
+from .sandbox import host_bwrap, host_cgroup, host_db, host_folder
 from .sandbox.host_cgroup import SandboxCgroup
 from .sandbox.host_folder import EpisodeFolder, remove_abandoned, scratch_folder
 from .sandbox.host_process import AppProcess, SandboxError, SandboxTimeout, Verdict, Zygote, copy_out, run_verifier
@@ -121,6 +121,8 @@ class _Sandbox:
             raise
         # And, where the host can make one, a cgroup bounding its CPU, memory and tasks in all.
         self.cgroup = SandboxCgroup.create(f"ttg-awm-{self.uid}") if self.uid is not None else None
+        if mode == "bwrap" and self.uid is None:
+            host_cgroup.warn_unavailable("the host is not root")
         self.zygote = Zygote(self.folder.path, mode, self.uid, self.cgroup)
         self.users = 0
         self.warm: OrderedDict[tuple, tuple[EpisodeFolder, AppProcess]] = OrderedDict()

@@ -15,13 +15,16 @@ import socket
 import sqlite3
 import subprocess
 import threading
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import host_bwrap, host_db, host_seccomp
+from . import host_bwrap, host_cgroup, host_db, host_seccomp
 from .host_cgroup import SandboxCgroup
 from .host_folder import EpisodeFolder, UnsafeEntry
 
@@ -63,6 +66,12 @@ class Zygote:
     writable; as root, as ``uid``), in ``cgroup`` when there is one; ``"python"`` as a plain process. Either way it gets an allow-listed environment,
     ``/dev/null`` for stdin and a pipe for stdout/stderr, read in chunks of :data:`OUTPUT_BYTES`,
     whose last :data:`OUTPUT_BYTES` :attr:`output` keeps (output without newlines cannot grow the host).
+
+    Everything that speaks to the sandbox does so inside :meth:`awake`: the cgroup (when there is one,
+    and :data:`.host_cgroup.FREEZE`) is thawed for it and frozen again :data:`.host_cgroup.FREEZE_AFTER`
+    seconds after the last such call ended, by one thread per fork server (stopped by :meth:`close`).
+    A process forked from the host that made the cgroup starts its fork server outside it (the
+    parent, not knowing its calls, would freeze it) and leaves it alone.
     """
 
     def __init__(self, folder: str | Path, mode: str = "bwrap", uid: int | None = None, cgroup: SandboxCgroup | None = None) -> None:
@@ -72,6 +81,57 @@ class Zygote:
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
         self._output = bytearray()
+        self._wake = threading.Condition()  # guards the freezing state below
+        self._busy = 0  # calls inside awake()
+        self._freeze_at: float | None = None
+        self._freezer: threading.Thread | None = None
+
+    @contextmanager
+    def awake(self) -> Iterator[None]:
+        """The sandbox thawed for what runs inside; frozen again a moment after the last such block ended."""
+        cgroup = self.cgroup
+        if cgroup is None or not cgroup.owned:  # a process forked from the host leaves its cgroup alone
+            yield
+            return
+        with self._wake:
+            self._busy += 1
+            self._freeze_at = None
+            cgroup.thaw()
+        try:
+            yield
+        finally:
+            with self._wake:
+                self._busy -= 1
+                if self._busy == 0 and host_cgroup.FREEZE and cgroup.switch is not None:
+                    self._freeze_at = time.monotonic() + host_cgroup.FREEZE_AFTER
+                    if self._freezer is None:
+                        self._freezer = threading.Thread(target=self._freeze_later, name="ttg-awm-freezer", daemon=True)
+                        self._freezer.start()
+                    else:
+                        self._wake.notify()
+
+    def _freeze_later(self) -> None:
+        me = threading.current_thread()
+        with self._wake:
+            while self._freezer is me:
+                if self._freeze_at is None:
+                    self._wake.wait()
+                elif (delay := self._freeze_at - time.monotonic()) > 0:
+                    self._wake.wait(delay)
+                else:
+                    self._freeze_at = None
+                    if self._busy == 0:
+                        self.cgroup.freeze()
+
+    def _stop_freezing(self) -> None:
+        """Stop the freezing thread and thaw the sandbox (a frozen process can be neither stopped nor asked)."""
+        with self._wake:
+            thread, self._freezer, self._freeze_at = self._freezer, None, None
+            self._wake.notify_all()
+            if self.cgroup is not None and self.cgroup.owned:
+                self.cgroup.thaw()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     @property
     def output(self) -> str:
@@ -123,7 +183,7 @@ class Zygote:
         seccomp = host_seccomp.open_program() if isolated else None
         if isolated:
             argv = host_bwrap.bwrap_command(self.folder, argv, self.uid, seccomp)
-            if self.cgroup is not None:
+            if self.cgroup is not None and self.cgroup.owned:  # a forked host's would be frozen by its parent
                 argv = self.cgroup.wrap(argv)
         env = {**host_bwrap.ENV_ALLOWLIST, "HOME": self.folder}
         try:
@@ -149,7 +209,7 @@ class Zygote:
         return ours
 
     def _ask(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self.awake(), self._lock:
             control = self._ensure()
             try:
                 socket.send_fds(control, [json.dumps(message).encode()], fds or [])
@@ -165,14 +225,15 @@ class Zygote:
 
     def spawn(self, target: str, job: dict[str, Any]) -> tuple[int, Connection]:
         """Fork a child running ``target`` with ``job``; its pid and a connection to it."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            pid = int(self._ask({"op": "spawn", "target": target}, [theirs.fileno()])["pid"])
-        finally:
-            theirs.close()
-        conn = Connection(ours.detach())
-        conn.send_bytes(json.dumps(job).encode("utf-8"))
-        return pid, conn
+        with self.awake():
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                pid = int(self._ask({"op": "spawn", "target": target}, [theirs.fileno()])["pid"])
+            finally:
+                theirs.close()
+            conn = Connection(ours.detach())
+            conn.send_bytes(json.dumps(job).encode("utf-8"))
+            return pid, conn
 
     def keep(self, pid: int) -> None:
         """Spare ``pid`` (a branch app, a pid in the sandbox) from the sweeps until :meth:`kill` names it."""
@@ -198,9 +259,10 @@ class Zygote:
         self._control = self._process = self._pid = None
 
     def close(self) -> None:
-        """Stop the fork server (it stops its children; the OS sandbox goes with it)."""
-        with self._lock:
+        """Stop the fork server (it stops its children; the OS sandbox goes with it), thawed first; no freezing thread is left."""
+        with self.awake(), self._lock:  # thawed while it stops: a frozen process does not exit
             self._stop()
+        self._stop_freezing()
 
 
 class Child:
@@ -222,6 +284,10 @@ class Child:
 
     def send_fd(self, message: dict[str, Any], fd: int) -> None:
         """Send ``message`` and then the descriptor ``fd`` (one byte with it attached)."""
+        with self._zygote.awake():
+            self._send_fd(message, fd)
+
+    def _send_fd(self, message: dict[str, Any], fd: int) -> None:
         try:
             self._conn.send_bytes(json.dumps(message).encode("utf-8"))
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fileno=self._conn.fileno())
@@ -235,6 +301,10 @@ class Child:
 
     def receive(self, timeout: float) -> dict[str, Any]:
         """The child's next reply; kills the child on timeout, crash or junk."""
+        with self._zygote.awake():
+            return self._receive(timeout)
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
         try:
             if not self._conn.poll(timeout):
                 self.kill()
@@ -254,12 +324,13 @@ class Child:
 
     def ask(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send ``message`` and wait for the reply."""
-        try:
-            self._conn.send_bytes(json.dumps(message).encode("utf-8"))
-        except (OSError, ValueError) as exc:
-            self.kill()
-            raise SandboxError(f"the sandboxed process is gone ({type(exc).__name__})") from None
-        return self.receive(timeout)
+        with self._zygote.awake():
+            try:
+                self._conn.send_bytes(json.dumps(message).encode("utf-8"))
+            except (OSError, ValueError) as exc:
+                self.kill()
+                raise SandboxError(f"the sandboxed process is gone ({type(exc).__name__})") from None
+            return self._receive(timeout)
 
     @property
     def alive(self) -> bool:
@@ -268,6 +339,11 @@ class Child:
 
     def kill(self) -> None:
         """Stop the child now and release the connection."""
+        if self._alive:
+            with self._zygote.awake():  # a frozen process dies only once thawed
+                self._kill()
+
+    def _kill(self) -> None:
         if self._alive:
             self._alive = False
             self._conn.close()
@@ -323,6 +399,10 @@ class AppProcess:
         fork server). :class:`SandboxError` when the app does not do so in ``timeout`` seconds
         (then this app is stopped, as after any late answer).
         """
+        with zygote.awake():
+            return self._fork(zygote, folder, database, timeout)
+
+    def _fork(self, zygote: Zygote, folder: str | Path, database: str | Path, timeout: float) -> AppProcess:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pidfd = None
         try:
@@ -442,22 +522,23 @@ def run_verifier(
     try:
         sub.write("initial.db", initial)
         sub.write("final.db", final)
-        child = Child(
-            zygote,
-            "verify",
-            {
-                "folder": str(sub.path),
-                "code": code,
-                "initial": str(sub.path / "initial.db"),
-                "final": str(sub.path / "final.db"),
-                "final_answer": final_answer,
-                "limits": limits or {},
-            },
-        )
-        try:
-            reply = child.receive(timeout)
-        finally:
-            child.kill()
+        with zygote.awake():  # thawed from the spawn to the kill
+            child = Child(
+                zygote,
+                "verify",
+                {
+                    "folder": str(sub.path),
+                    "code": code,
+                    "initial": str(sub.path / "initial.db"),
+                    "final": str(sub.path / "final.db"),
+                    "final_answer": final_answer,
+                    "limits": limits or {},
+                },
+            )
+            try:
+                reply = child.receive(timeout)
+            finally:
+                child.kill()
         if not reply.get("ok"):
             return Verdict(False, error=str(reply.get("error", "the verifier failed")))
         result = reply.get("result")
