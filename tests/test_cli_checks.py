@@ -77,7 +77,7 @@ print(code, round(time.perf_counter() - t, 2), any(m in sys.modules for m in ("t
         (["eval", "--env", "ttg/Nope-v0", "--meter", "ttg/Nope-v0"], "--env", "choices: ttg/ALFWorld-v0"),
         (["eval", "--env", "ttg/PaperSearchQA-v0", "--splits", "valid_seen"], "--splits", "choices: train, test"),
         (["eval", "--env-kwargs", "{bad"], "--env-kwargs", "not valid JSON"),
-        (["eval", "--conditions", "guided-x"], "--conditions", "natural, random-<k>, guided-<k> or planner-<k>"),
+        (["eval", "--conditions", "guided-x"], "--conditions", "natural, random-<k>, guided-<k>, planner-<k> or gold-<k>"),
         (["rollout", "--env", "ttg/BFCL-v0", "--policies", "expert"], "--policies", "choices: gold"),
         (["demo", "--meter-split", "nope"], "--meter-split", "choices: train, valid_seen"),
         (["train", "--model", "tiny", "--meter", "ttg/Nope-v0"], "--meter", "shipped meters:"),

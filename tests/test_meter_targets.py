@@ -210,3 +210,44 @@ def test_idle_expert_wastes_turns_on_commands_that_leave_the_plan_unchanged():
         env.close()
     with pytest.raises(ValueError, match="idle_expert"):
         make_policy("ttg/ALFWorld-v0", "idle_expertt")
+
+
+def test_gold_selector_takes_golds_move_a_premature_close_loses_and_it_needs_a_gold_policy():
+    import gymnasium as gym
+
+    from ttg_envs.agents import GoldSelector
+    from ttg_envs.training.meter.evaluation import action_text, gold_actions
+
+    env = gym.make("ttg/Tau2-v0", split="test", user="gold")
+    try:
+        env.reset(seed=0, options={"task_index": 3})
+        task_id = env.unwrapped.task["id"]
+        gold = [action_text(m) for m in gold_actions(gym.make("ttg/Tau2-v0", split="test", user="gold"), task_id, "ttg/Tau2-v0")]
+        env.reset(seed=0, options={"task_index": 3})
+        # Closing the conversation before any call: the episode ends lost.
+        selector = GoldSelector(FixedActor([gold[-1], gold[0]]), k=2)
+        assert selector(env).text == gold[0]
+        assert selector.last.deltas[0] == -math.inf and math.isfinite(selector.last.deltas[1])
+        assert env.unwrapped.elapsed_steps == 0  # the main env did not move
+        for move in gold[:-1]:
+            env.step(move)
+        # From the last state, gold's closing message wins: +inf, ahead of a repeat of a call.
+        selector = GoldSelector(FixedActor([gold[0], gold[-1]]), k=2)
+        assert selector(env).text == gold[-1] and selector.last.deltas[1] == math.inf
+        selector.close()
+    finally:
+        env.close()
+    alfworld = make_env("ttg/ALFWorld-v0", split="valid_seen")
+    try:
+        with pytest.raises(TypeError, match="gold policy"):
+            GoldSelector(FixedActor(["a", "b"]), k=2).choose(alfworld, ["a", "b"])
+    finally:
+        alfworld.close()
+
+
+def test_capture_ratio_against_the_gold_ceiling():
+    def row(condition, rate):
+        return {"actor": "a", "split": "s", "condition": condition, "task_type": "all", "success_rate_mean": rate}
+
+    ratios = capture_ratios([row("random-4", 0.3), row("guided-4", 0.55), row("gold-4", 0.8)])
+    assert ratios[("a", "s", 4)]["capture"] == pytest.approx(0.5) and ratios[("a", "s", 4)]["ceiling"] == "gold"

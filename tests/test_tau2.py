@@ -287,3 +287,34 @@ def test_the_greeting_opens_the_transcript_through_the_hook():
     roles = [m["role"] for m in env.messages]
     assert roles[0] == "system" and roles[1] == "assistant" and roles[-1] == "user"
     env.close()
+
+
+def test_perturbed_candidates_all_start_from_the_same_place_and_the_next_move_follows_the_one_made():
+    from ttg_envs.envs.tau2.gold import gold_plan
+    from ttg_envs.envs.tau2.policies import PerturbedGoldPolicy
+    from ttg_envs.tools import format_tool_calls
+
+    env = gym.make("ttg/Tau2-v0", split="test", user="gold")
+    try:
+        index = next(i for i in range(40) if len(gold_plan(env.unwrapped.tasks[i])[0]) >= 4)
+        env.reset(seed=0, options={"task_index": index})
+        moves, _ = gold_plan(env.unwrapped.task_object)
+        write = lambda m: m if isinstance(m, str) else format_tool_calls([m], "hermes")  # noqa: E731
+        policy = PerturbedGoldPolicy(eps=0.5, seed=1)
+        # Drawn one call after another (the old way), the place moved on with every call, so the k-th
+        # candidate came from about k moves later. Now each is drawn from gold's first move: an extra
+        # call (the place stays 0), gold's move or a changed one (1), or a skip to the next (2).
+        candidates = policy.sample(env, 8)
+        assert len(set(candidates)) > 1 and set(policy._drawn[1].values()) <= {0, 1, 2}
+        assert write(moves[-1]) not in candidates  # the closing message is moves away
+        # One call is a sample of one: a place on, as before.
+        one = PerturbedGoldPolicy(eps=0.0, seed=1)
+        assert [one(env), one.position] == [write(moves[0]), 1]
+        # After a step, the next candidates follow the one the env made (gold's first move, drawn
+        # with this seed): gold's second move, not the place the last of the 8 draws left.
+        assert write(moves[0]) in candidates
+        env.step(write(moves[0]))
+        policy.perturber.eps = 0.0
+        assert policy.sample(env, 2) == [write(moves[1])] * 2
+    finally:
+        env.close()

@@ -3,7 +3,8 @@
 ``load_actor(spec)`` builds an actor (``scripted:``, ``hf:``, ``vllm:``, ``openai:``); model
 backends are imported on first use. ``NaturalSelector`` (k=1), ``RandomSelector`` and
 ``GuidedSelector`` (best-of-k by the progress meter) turn an actor into a rollout policy;
-``PlannerSelector`` (best-of-k by the planner's plan length) is guidance's ceiling where a planner exists.
+``PlannerSelector`` (best-of-k by the planner's plan length) is guidance's ceiling where a planner exists,
+``GoldSelector`` (best-of-k by the gold tokens that still win) where a gold policy does.
 """
 
 from .._optional import lazy_attributes
@@ -11,7 +12,7 @@ from .base import Actor, ChatActor, SamplingParams
 from .conditions import DEFAULT_CONDITIONS, make_agent, parse_condition
 from .loading import load_actor
 from .scripted import ScriptedActor
-from .selectors import GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector, Selection
+from .selectors import GoldSelector, GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector, Selection
 
 _LAZY = {"TransformersActor": ".hf", "VLLMActor": ".vllm", "OpenAIActor": ".http"}
 
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_CONDITIONS",
     "Actor",
     "ChatActor",
+    "GoldSelector",
     "GuidedSelector",
     "NaturalSelector",
     "PlannerSelector",

@@ -1,7 +1,9 @@
-"""Selection conditions: ``natural``, ``random-<k>``, ``guided-<k>`` and ``planner-<k>`` over an actor spec.
+"""Selection conditions: ``natural``, ``random-<k>``, ``guided-<k>``, ``planner-<k>`` and ``gold-<k>`` over an actor spec.
 
 ``planner-<k>`` picks among the same k candidates by the planner's plan length after each (envs
 with ``expert_plan()``, ALFWorld): the ceiling that guided-k reaches with a perfect meter.
+``gold-<k>`` is that ceiling on envs with a gold policy (BFCL, tau2): the candidate from which the
+fewest of gold's tokens still win (:class:`~.selectors.GoldSelector`).
 """
 
 from __future__ import annotations
@@ -11,21 +13,21 @@ from dataclasses import replace
 from typing import Any
 
 from .loading import load_actor
-from .selectors import GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector
+from .selectors import GoldSelector, GuidedSelector, NaturalSelector, PlannerSelector, RandomSelector
 
 __all__ = ["DEFAULT_CONDITIONS", "default_conditions", "make_agent", "needs_meter", "parse_condition"]
 
 DEFAULT_CONDITIONS = ("natural", "random-4", "guided-4")
-_CONDITION_RE = re.compile(r"^(natural|(random|guided|planner)-(\d+))$")
+_CONDITION_RE = re.compile(r"^(natural|(random|guided|planner|gold)-(\d+))$")
 # Model actors are loaded once per process and re-seeded per episode; scripted ones are rebuilt.
 _LOADED: dict[tuple, Any] = {}
 
 
 def parse_condition(condition: str) -> tuple[str, int]:
-    """``natural`` -> ("natural", 1); ``random-4`` -> ("random", 4); ``guided-4`` -> ("guided", 4); ``planner-4`` -> ("planner", 4)."""
+    """``natural`` -> ("natural", 1); ``random-4`` -> ("random", 4); ``guided-4`` -> ("guided", 4); ``planner-4`` -> ("planner", 4); ``gold-4`` -> ("gold", 4)."""
     match = _CONDITION_RE.match(condition)
     if not match or int(match.group(3) or 1) < 1:
-        raise ValueError(f"condition must be natural, random-<k>, guided-<k> or planner-<k>; got {condition!r}")
+        raise ValueError(f"condition must be natural, random-<k>, guided-<k>, planner-<k> or gold-<k>; got {condition!r}")
     return condition.split("-")[0], int(match.group(3) or 1)
 
 
@@ -53,6 +55,8 @@ def make_agent(condition: str, *, seed: int, actor: str, actor_kwargs: dict[str,
         return RandomSelector(agent, k, seed=seed)
     if kind == "planner":
         return PlannerSelector(agent, k)
+    if kind == "gold":
+        return GoldSelector(agent, k)
     return GuidedSelector(agent, k)
 
 

@@ -1,5 +1,5 @@
 """Action selectors: natural rollout (k=1), random-of-k, progress-meter guided best-of-k, and the
-planner-guided best-of-k that is guidance's ceiling on envs with a planner.
+planner-guided (ALFWorld) and gold-guided (BFCL, tau2) best-of-k that are guidance's ceilings.
 
 A selector is called with an env and returns the response to step it with; it never steps the env
 itself, so only the caller's ``env.step`` advances the main env. Selectors are rollout policies
@@ -167,3 +167,76 @@ class PlannerSelector(GuidedSelector):
     def trial_scores(self, trials: Sequence[Trial]) -> list[float]:
         """Minus the planner's plan length after each trial (``+inf`` when it wins)."""
         return [-plan_cost(trial) for trial in trials]
+
+
+class GoldSelector(GuidedSelector):
+    """Best-of-k by the task's gold actions: the ceiling of guided best-of-k on envs with a gold
+    policy (BFCL, tau2), where no planner exists.
+
+    Samples ``k`` candidates like :class:`GuidedSelector`, trial-executes each distinct text in its
+    own branch and keeps the one from which the fewest of gold's tokens still win: per trial, the
+    cheapest suffix ``gold[j:]`` of the gold episode's moves whose replay in a branch of the trial's
+    state wins (Qwen3 tokens, as ``TokenCounter`` counts them; a won step first, a lost one or one
+    from which no suffix wins last; ties: the first sampled). That is the quantity the tool-env
+    meters learn (``train-meter --targets gold``), known exactly, so it is a perfect such meter's
+    choice. The gold episode is played once per task on a fresh env of the same spec.
+    ``last.deltas`` holds minus those token counts, ``+inf`` for a won step, ``-inf`` for none.
+    """
+
+    def __init__(self, actor: Actor, k: int = 4, method: str = "auto"):
+        super().__init__(actor, k, method)
+        self._golds: dict[tuple, tuple[list[dict], list[int]] | None] = {}
+        self._fresh: dict[tuple, gym.Env] = {}
+        self._current: tuple[list[dict], list[int]] | None = None
+
+    def trials(self, env: gym.Env, candidates: Sequence[Generation]) -> list[Trial]:
+        """Each candidate stepped in its own branch of ``env`` (no meter), after the task's gold moves are known."""
+        self._current = self._gold(env)
+        return try_actions(env, candidates, self.method)
+
+    def trial_scores(self, trials: Sequence[Trial]) -> list[float]:
+        """Minus the tokens of the cheapest winning suffix of gold's moves after each trial (``+inf`` when it wins)."""
+        from ..training.meter.evaluation import replay_wins
+
+        scores = []
+        for trial in trials:
+            base = trial.env.unwrapped
+            if trial.terminated or trial.truncated or self._current is None:
+                won = bool(trial.info.get("success")) if (trial.terminated or trial.truncated) else False
+                scores.append(float("inf") if won else float("-inf"))
+                continue
+            moves, to_go = self._current
+            # Shortest suffix first: the first that wins is the cheapest.
+            found = next((j for j in range(len(moves) - 1, -1, -1) if replay_wins(base, moves[j:])), None)
+            scores.append(float("-inf") if found is None else -float(to_go[found]))
+        return scores
+
+    def _gold(self, env: gym.Env) -> tuple[list[dict], list[int]] | None:
+        """(gold's assistant messages, tokens to go before each) for ``env``'s task; None where gold does not win it."""
+        from ..registry import ENV_SPECS
+        from ..tokenization import load_tokenizer
+        from ..training.meter.evaluation import action_text, gold_actions
+        from ..wrappers.token_counter import token_to_go
+
+        base = env.unwrapped
+        spec = base.spec
+        if spec is None or spec.id not in ENV_SPECS or "gold" not in ENV_SPECS[spec.id].policy_names:
+            raise TypeError(f"gold-guided selection needs a registered env with a gold policy, got {getattr(spec, 'id', None)!r}")
+        made = (spec.id, repr(sorted(spec.kwargs.items())))
+        key = (*made, base.task["id"])
+        if key not in self._golds:
+            if made not in self._fresh:
+                self._fresh[made] = gym.make(spec.id, **spec.kwargs)
+            moves = gold_actions(self._fresh[made], base.task["id"], spec.id)
+            if moves is None:
+                self._golds[key] = None
+            else:
+                tokenizer = load_tokenizer(None)
+                self._golds[key] = (moves, list(token_to_go([tokenizer.count(action_text(m)) for m in moves])))
+        return self._golds[key]
+
+    def close(self) -> None:
+        """Close the fresh envs the gold episodes were played on."""
+        for fresh in self._fresh.values():
+            fresh.close()
+        self._fresh.clear()

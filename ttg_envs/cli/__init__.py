@@ -141,7 +141,8 @@ def _selection_args(p: argparse.ArgumentParser, *, out: str) -> None:
         nargs="+",
         default=["natural", "random-4", "guided-4"],
         help="natural, random-<k>, guided-<k>, planner-<k> (the same k candidates chosen by the planner's plan "
-        "length: guided-k's ceiling; envs with a planner) (default: %(default)s)",
+        "length: guided-k's ceiling; envs with a planner), gold-<k> (chosen by the gold tokens that still win: "
+        "the ceiling on envs with a gold policy, BFCL and tau2) (default: %(default)s)",
     )
     p.add_argument(
         "--actor",

@@ -48,6 +48,7 @@ def guidance_figure(rows: Sequence[dict[str, Any]]) -> Any:
                 ("guided", "tab:blue", "o"),
                 ("random", "tab:orange", "x"),
                 ("planner", "tab:green", "D"),
+                ("gold", "tab:green", "D"),
             ]
             for kind, colour, marker in points:
                 if kind not in conds:

@@ -12,7 +12,7 @@ from .._io import markdown_table as _markdown_table
 from ..runner import EpisodeResult, count_phrases, count_totals
 from .rollout import write_report
 
-_ORDER = {"natural": 0, "random": 1, "guided": 2, "planner": 3}
+_ORDER = {"natural": 0, "random": 1, "guided": 2, "planner": 3, "gold": 3}
 
 
 def seed_summary(results: Sequence[EpisodeResult], actor: str = "") -> list[dict[str, Any]]:
@@ -86,36 +86,46 @@ def markdown_table(rows: Sequence[dict[str, Any]], *, per_type: bool = False) ->
     )
 
 
-def capture_ratios(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, float | None]]:
-    """Per (actor, split, k) with ``random-k``, ``guided-k`` and ``planner-k`` rows: how much of the
-    ceiling's gain guidance captures, ``(guided - random) / (planner - random)`` on mean success rate.
+#: Conditions that choose by a perfect meter (guided-k's ceilings): the planner (ALFWorld) or gold (BFCL, tau2).
+CEILINGS = ("planner", "gold")
 
-    ``planner-k`` chooses among the same k candidates by the planner's plan length (a perfect
-    meter), so 1 means the meter guides as well as a perfect one and 0 no better than chance. Each
-    value also carries the three means; the ratio is None when the planner is not ahead of random.
+
+def capture_ratios(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, float | None]]:
+    """Per (actor, split, k) with ``random-k``, ``guided-k`` and a ceiling's rows (``planner-k`` or
+    ``gold-k``): how much of the ceiling's gain guidance captures, ``(guided - random) / (ceiling -
+    random)`` on mean success rate.
+
+    ``planner-k`` chooses among the same k candidates by the planner's plan length, ``gold-k`` by the
+    gold tokens that still win (each a perfect meter), so 1 means the meter guides as well as a
+    perfect one and 0 no better than chance. Each value also carries the means and ``ceiling`` (its
+    name); the ratio is None when the ceiling is not ahead of random.
     """
     by_key: dict[tuple[str, str, int], dict[str, float]] = defaultdict(dict)
     for r in rows:
         kind, _, k = r["condition"].partition("-")
-        if r["task_type"] == "all" and kind in ("random", "guided", "planner") and k.isdigit():
+        if r["task_type"] == "all" and kind in ("random", "guided", *CEILINGS) and k.isdigit():
             by_key[(r["actor"], r["split"], int(k))][kind] = r["success_rate_mean"]
     out: dict[tuple[str, str, int], dict[str, float | None]] = {}
     for key, means in sorted(by_key.items()):
-        if len(means) == 3:
-            gain = means["planner"] - means["random"]
+        ceiling = next((c for c in CEILINGS if c in means), None)
+        if ceiling is not None and "random" in means and "guided" in means:
+            gain = means[ceiling] - means["random"]
             ratio = (means["guided"] - means["random"]) / gain if gain > 0 else None
-            out[key] = {**means, "capture": ratio}
+            out[key] = {**means, "ceiling": ceiling, "capture": ratio}
     return out
 
 
-def capture_lines(ratios: dict[tuple[str, str, int], dict[str, float | None]]) -> str:
+def capture_lines(ratios: dict[tuple[str, str, int], dict[str, Any]]) -> str:
     """One line per :func:`capture_ratios` entry, for reports."""
-    return "\n".join(
-        f"- {actor} {split}: guided-{k} captures "
-        + ("n/a (planner not ahead of random)" if v["capture"] is None else f"{v['capture']:.2f}")
-        + f" of planner-{k}'s gain over random-{k} ({100 * v['random']:.1f} -> {100 * v['guided']:.1f}, ceiling {100 * v['planner']:.1f})"
-        for (actor, split, k), v in ratios.items()
-    )
+    lines = []
+    for (actor, split, k), v in ratios.items():
+        ceiling = v.get("ceiling", "planner")
+        verdict = f"n/a ({ceiling} not ahead of random)" if v["capture"] is None else f"{v['capture']:.2f}"
+        lines.append(
+            f"- {actor} {split}: guided-{k} captures {verdict} of {ceiling}-{k}'s gain over random-{k} "
+            f"({100 * v['random']:.1f} -> {100 * v['guided']:.1f}, ceiling {100 * v[ceiling]:.1f})"
+        )
+    return "\n".join(lines)
 
 
 def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]:
@@ -128,8 +138,8 @@ def guidance_wins(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], bool]
     verdict = {}
     for key, group in by_key.items():
         guided = [r for r in group if r["condition"].startswith("guided")]
-        # The planner condition is the ceiling, not a competitor.
-        others = [r for r in group if not r["condition"].startswith(("guided", "planner"))]
+        # The ceilings (planner, gold) are not competitors.
+        others = [r for r in group if not r["condition"].startswith(("guided", *CEILINGS))]
         if guided:
             verdict[key] = all(
                 g["success_rate_mean"] > o["success_rate_mean"] and g["avg_steps_mean"] < o["avg_steps_mean"]

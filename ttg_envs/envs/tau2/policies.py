@@ -10,6 +10,8 @@ gold, so the scripted user keeps its order.
 
 from __future__ import annotations
 
+import json
+
 from ...tools import ToolCall, format_tool_calls
 from ...tools.gold import GoldReplay
 from ..perturb import Perturber
@@ -32,22 +34,63 @@ class GoldPolicy(GoldReplay):
 
 class PerturbedGoldPolicy(GoldReplay):
     """The gold agent with departures (see the module docstring); it keeps its place in the gold
-    moves itself (a skip or a wrong call moves past a move, an extra call does not)."""
+    moves itself (a skip or a wrong call moves past a move, an extra call does not).
+
+    :meth:`sample` draws several candidates from the same place, as best-of-k selection needs, and
+    the next call takes up the place after whichever of them the env made (read from its last
+    assistant message); one call is a sample of one.
+    """
 
     def __init__(self, eps: float = 0.3, seed: int | None = None, style: str = "hermes"):
         super().__init__(style=style)
         self.perturber = Perturber(eps, seed)
         self.name = f"perturbed_{eps:g}"
         self.position = 0
+        #: (elapsed steps when drawn, candidate text -> the place after it) of the last sample of several.
+        self._drawn: tuple[int, dict[str, int]] | None = None
 
     def __call__(self, env) -> str:
         """The next response for ``env``."""
+        return self.sample(env, 1)[0]
+
+    def sample(self, env, n: int = 1) -> list[str]:
+        """``n`` responses for ``env``, each drawn from the same place in the gold moves."""
         base = env.unwrapped
         if not isinstance(base, Tau2Env):
             raise TypeError(f"tau2 policies need a Tau2Env, got {type(base).__name__}")
-        if base.elapsed_steps == 0:
-            self.position = 0
+        self._take_up(base)
         moves, _ = gold_plan(base.task_object)
+        start, texts, after = self.position, [], {}
+        for _ in range(n):
+            self.position = start
+            texts.append(self._draw(moves))
+            after.setdefault(texts[-1], self.position)
+        self.position = after[texts[0]]  # what one call leaves
+        self._drawn = (base.elapsed_steps, after) if len(after) > 1 else None
+        return texts
+
+    def _take_up(self, base: Tau2Env) -> None:
+        """The place after the move the env made, when it was one of several drawn candidates."""
+        if base.elapsed_steps == 0:
+            self.position, self._drawn = 0, None
+            return
+        if self._drawn is None or self._drawn[0] != base.elapsed_steps - 1:
+            return
+        last = next((m for m in reversed(base.messages) if m.get("role") == "assistant"), None)
+        made = self._text_of(last) if last is not None else None
+        if made in self._drawn[1]:
+            self.position = self._drawn[1][made]
+        self._drawn = None
+
+    def _text_of(self, message: dict) -> str:
+        calls = message.get("tool_calls") or ()
+        if not calls:
+            return str(message.get("content") or "")
+        return format_tool_calls(
+            [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], self.style
+        )
+
+    def _draw(self, moves: list) -> str:
         move = moves[min(self.position, len(moves) - 1)]
         kind = self.perturber.draw() if isinstance(move, ToolCall) else None
         if kind is None:
