@@ -251,3 +251,11 @@ def test_capture_ratio_against_the_gold_ceiling():
 
     ratios = capture_ratios([row("random-4", 0.3), row("guided-4", 0.55), row("gold-4", 0.8)])
     assert ratios[("a", "s", 4)]["capture"] == pytest.approx(0.5) and ratios[("a", "s", 4)]["ceiling"] == "gold"
+
+
+def test_the_demo_runs_each_envs_ceiling():
+    from ttg_envs.agents.conditions import default_conditions
+
+    assert default_conditions("ttg/ALFWorld-v0")[-1] == "planner-4"
+    assert default_conditions("ttg/Tau2-v0")[-1] == default_conditions("ttg/BFCL-v0")[-1] == "gold-4"
+    assert default_conditions("ttg/AWM-v0") == ["natural", "random-4", "guided-4"]

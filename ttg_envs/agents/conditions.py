@@ -32,12 +32,17 @@ def parse_condition(condition: str) -> tuple[str, int]:
 
 
 def default_conditions(env_id: str) -> list[str]:
-    """``ttg demo``'s conditions for ``env_id``: :data:`DEFAULT_CONDITIONS`, and ``planner-4`` (the
-    ceiling) where the env has a planner (``EnvRecord.planner``)."""
+    """``ttg demo``'s conditions for ``env_id``: :data:`DEFAULT_CONDITIONS`, and the ceiling:
+    ``planner-4`` where the env has a planner (``EnvRecord.planner``), else ``gold-4`` where it has
+    a gold policy (BFCL, tau2)."""
     from ..registry import ENV_SPECS
 
     spec = ENV_SPECS.get(env_id)
-    return [*DEFAULT_CONDITIONS, *(["planner-4"] if spec is not None and spec.planner else [])]
+    if spec is not None and spec.planner:
+        return [*DEFAULT_CONDITIONS, "planner-4"]
+    if spec is not None and "gold" in spec.policy_names:
+        return [*DEFAULT_CONDITIONS, "gold-4"]
+    return list(DEFAULT_CONDITIONS)
 
 
 def needs_meter(condition: str) -> bool:

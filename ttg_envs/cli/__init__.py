@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=raw,
     )
     _selection_args(de, out="runs/demo")
-    de.set_defaults(seeds=None, conditions=None)  # the panel's seeds; planner-4 too where the env has a planner
+    de.set_defaults(seeds=None, conditions=None)  # the panel's seeds; the ceiling too (planner-4 or gold-4)
     de.add_argument(
         "--meter",
         default=None,

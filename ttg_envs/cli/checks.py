@@ -187,7 +187,7 @@ def resolve_selection(args: argparse.Namespace, *, meter_default: bool = True) -
     if hasattr(args, "conditions"):
         from ..agents.conditions import default_conditions, needs_meter
 
-        if args.conditions is None:  # ttg demo: the ceiling too where the env has a planner
+        if args.conditions is None:  # ttg demo: the ceiling too (planner-4 or gold-4)
             args.conditions = default_conditions(args.env)
         check_conditions(args.conditions)
         guided = any(needs_meter(c) for c in args.conditions)
