@@ -129,6 +129,30 @@ def test_database_build_snapshot_restore(tmp_path):
     assert db.digest(tmp_path / "a.db") == before
 
 
+def test_snapshot_digests_are_remembered_by_the_bytes(tmp_path, monkeypatch):
+    tables = [{"name": "t", "ddl": "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)", "indexes": []}]
+    db.build_database(tmp_path / "a.db", tables, ["INSERT INTO t VALUES (1, 'x');"])
+    first = db.snapshot(tmp_path / "a.db")
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("UPDATE t SET v = 'y' WHERE id = 1")
+    conn.commit()
+    conn.close()
+    second = db.snapshot(tmp_path / "a.db")
+    dumps = []
+    real = db._digest
+    monkeypatch.setattr(db, "_digest", lambda conn: dumps.append(1) or real(conn))
+    monkeypatch.setattr(db, "_SNAPSHOT_DIGESTS", type(db._SNAPSHOT_DIGESTS)())
+    keys = [db.digest_snapshot(first), db.digest_snapshot(bytes(first)), db.digest_snapshot(second), db.digest_snapshot(first)]
+    assert len(dumps) == 2  # one dump per distinct database; an equal copy of the bytes is a hit
+    assert keys[0] == keys[1] == keys[3] != keys[2] == db.digest(tmp_path / "a.db")
+    monkeypatch.setattr(db, "_SNAPSHOT_DIGESTS_SIZE", 1)  # the oldest go first
+    assert db.digest_snapshot(second) == keys[2] and len(db._SNAPSHOT_DIGESTS) == 2
+    assert db.digest_snapshot(bytes(first) + b"") == keys[0] and len(db._SNAPSHOT_DIGESTS) == 2
+    db._SNAPSHOT_DIGESTS.clear()
+    assert [db.digest_snapshot(first), db.digest_snapshot(second)] == [keys[0], keys[2]] and len(db._SNAPSHOT_DIGESTS) == 1
+    assert db.digest_snapshot(first) == keys[0] and len(dumps) == 3 + 3
+
+
 # ----------------------------------------------------------------- gold replays and verifiers
 @pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_every_gold_replay_succeeds_and_every_wrong_write_fails(env):

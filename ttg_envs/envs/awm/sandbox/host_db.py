@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,14 +115,37 @@ def from_files(main: bytes, wal: bytes | None = None, journal: bytes | None = No
             mem.close()
 
 
+#: Snapshot digests by a hash of the snapshot's bytes, most recent last (see :func:`digest_snapshot`).
+_SNAPSHOT_DIGESTS: OrderedDict[bytes, str] = OrderedDict()
+_SNAPSHOT_DIGESTS_SIZE = 256
+_SNAPSHOT_DIGESTS_LOCK = threading.Lock()
+
+
 def digest_snapshot(data: bytes) -> str:
-    """:func:`digest` of a snapshot (bytes from :func:`snapshot` or :func:`from_files`)."""
+    """:func:`digest` of a snapshot (bytes from :func:`snapshot` or :func:`from_files`).
+
+    Remembered by a BLAKE2b-256 hash of the bytes (a pure function of them): every step's state key
+    digests the database it leaves, and the trials of a guided step mostly leave the same bytes
+    (each read-only call leaves the state's own database), so the dump runs once per distinct
+    database, and hashing the bytes is all the others pay.
+    """
+    key = hashlib.blake2b(data, digest_size=32).digest()
+    with _SNAPSHOT_DIGESTS_LOCK:
+        hit = _SNAPSHOT_DIGESTS.get(key)
+        if hit is not None:
+            _SNAPSHOT_DIGESTS.move_to_end(key)
+            return hit
     conn = sqlite3.connect(":memory:")
     try:
         conn.deserialize(data)
-        return _digest(conn)
+        out = _digest(conn)
     finally:
         conn.close()
+    with _SNAPSHOT_DIGESTS_LOCK:
+        _SNAPSHOT_DIGESTS[key] = out
+        while len(_SNAPSHOT_DIGESTS) > _SNAPSHOT_DIGESTS_SIZE:
+            _SNAPSHOT_DIGESTS.popitem(last=False)
+    return out
 
 
 def _digest(conn: sqlite3.Connection) -> str:
