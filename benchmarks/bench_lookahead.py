@@ -192,7 +192,6 @@ def measure(
     def guided(metered, text: str) -> _Ms:
         # Four distinct texts, each tried in its own branch (their token ids made before the clock starts).
         candidates = [as_action(text + " " * i) for i in range(4)]
-        gc.collect()
         choose, chosen = _ms(lambda: selector.choose(metered, candidates))
         return choose + _ms(lambda: metered.step(chosen))[0]
 

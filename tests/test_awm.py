@@ -129,6 +129,35 @@ def test_database_build_snapshot_restore(tmp_path):
     assert db.digest(tmp_path / "a.db") == before
 
 
+def test_snapshot_memo_parses_and_digests_each_database_once(tmp_path, monkeypatch):
+    tables = [{"name": "t", "ddl": "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)", "indexes": []}]
+    db.build_database(tmp_path / "a.db", tables, ["INSERT INTO t VALUES (1, 'x');"])
+    first = (tmp_path / "a.db").read_bytes()
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("UPDATE t SET v = 'y' WHERE id = 1")
+    conn.commit()
+    conn.close()
+    second = (tmp_path / "a.db").read_bytes()
+    parses, dumps = [], []
+    real_parse, real_dump = db.from_files, db._digest
+    monkeypatch.setattr(db, "from_files", lambda *files: parses.append(1) or real_parse(*files))
+    monkeypatch.setattr(db, "_digest", lambda conn: dumps.append(1) or real_dump(conn))
+    memo = db.SnapshotMemo(size=2)
+    snaps = [memo.from_files(first), memo.from_files(bytes(first)), memo.from_files(second), memo.from_files(first, None, None)]
+    assert len(parses) == 2 and snaps[0] == snaps[1] == snaps[3] == real_parse(first) and snaps[2] == real_parse(second)
+    assert memo.from_files(first, b"") == real_parse(first, b"") and len(parses) == 3  # another input (an empty WAL): parsed
+    keys = [memo.digest(snaps[0]), memo.digest(bytes(snaps[0])), memo.digest(snaps[2])]
+    assert len(dumps) == 2 and keys[0] == keys[1] == db.digest_snapshot(snaps[0]) != keys[2] == db.digest_snapshot(snaps[2])
+    assert len(memo._snapshots) == 2  # the oldest went first
+    with pytest.raises(sqlite3.DatabaseError):
+        memo.from_files(b"not a database" * 100)
+    with pytest.raises(sqlite3.DatabaseError):  # an error is never remembered
+        memo.from_files(b"not a database" * 100)
+    small = db.SnapshotMemo(max_bytes=len(snaps[0]))
+    small.from_files(first), small.from_files(second)
+    assert len(small._snapshots) == 1 and small._bytes == len(snaps[2])
+
+
 # ----------------------------------------------------------------- gold replays and verifiers
 @pytest.mark.slow  # a long integration test (CI runs it; -m 'not slow' leaves it out)
 def test_every_gold_replay_succeeds_and_every_wrong_write_fails(env):
@@ -406,7 +435,7 @@ def test_branches_of_one_state_copy_its_database_once(crm_env, monkeypatch):
     crm_env.step(call_text("update_deal_stage", {"deal_id": 1, "stage": "closed_won"}))  # its state key read it
     reads = []
     real = awm_env.copy_out
-    monkeypatch.setattr(awm_env, "copy_out", lambda folder, name: reads.append(folder.path) or real(folder, name))
+    monkeypatch.setattr(awm_env, "copy_out", lambda folder, name, *memo: reads.append(folder.path) or real(folder, name, *memo))
     children = [branch(crm_env) for _ in range(4)]
     assert base._workspace.folder.path not in reads
     crm_env.step(call_text("update_deal_stage", {"deal_id": 2, "stage": "closed_won"}))
@@ -417,6 +446,29 @@ def test_branches_of_one_state_copy_its_database_once(crm_env, monkeypatch):
         assert env.step(call_text("list_deals", {}))[4]["state_key"] != child.unwrapped._state_key()
     assert child.step(call_text("list_deals", {}))[4]["state_key"] == crm_env.step(call_text("list_deals", {}))[4]["state_key"]
     for env in [*children, child]:
+        env.close()
+
+
+def test_a_guided_steps_trials_parse_and_dump_each_database_once(crm_env, monkeypatch):
+    """The trials' state keys share the env's snapshot memo: trials that leave the same database
+    (a read-only call leaves the state's own) parse and dump it once between them."""
+    base = crm_env.unwrapped
+    crm_env.reset(options={"task_id": "crm_1/0"})
+    crm_env.step(call_text("update_deal_stage", {"deal_id": 1, "stage": "closed_won"}))
+    parses, dumps = [], []
+    real_parse, real_dump = db.from_files, db.digest_snapshot
+    monkeypatch.setattr(db, "from_files", lambda *files: parses.append(1) or real_parse(*files))
+    monkeypatch.setattr(db, "digest_snapshot", lambda data: dumps.append(1) or real_dump(data))
+    children = [branch(crm_env) for _ in range(4)]
+    assert all(c.unwrapped._workspace.memo is base._workspace.memo for c in children)
+    reads = [c.step(call_text("list_deals", {}))[4]["state_key"] for c in children]
+    writes = [c.step(call_text("update_deal_stage", {"deal_id": 2, "stage": "closed_won"}))[4]["state_key"] for c in children]
+    assert len(set(reads)) == 1 and len(set(writes)) == 1 and reads[0] != writes[0]
+    assert len(parses) <= 2 and len(dumps) <= 2  # at most one of each per distinct database, of 8 state keys
+    fresh = db.SnapshotMemo()  # the remembered digest is the one computed anew
+    data = children[0].unwrapped._workspace.read()
+    assert base._workspace.memo.digest(data) == fresh.digest(data) == real_dump(data)
+    for env in children:
         env.close()
 
 

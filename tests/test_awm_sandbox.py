@@ -1173,6 +1173,7 @@ env = AWMEnv(scenarios=["crm_1"])
 env.reset(options={"task_id": "crm_1/0"})
 if kind == "private":  # copying the episode database out of the sandbox, mid-episode
     host_db.confined_connect = freeze
+    env._workspace.memo = host_db.SnapshotMemo()  # nothing remembered: the copy is parsed in a scratch folder
     env._workspace.read()
 """
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
+import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ttg_envs.core import Generation, TextSpace, parse_react
+from ttg_envs.core import Generation, TextSpace, copy_rng, parse_react
 
 
 @pytest.mark.parametrize(
@@ -123,3 +125,39 @@ def test_arbitrary_strings_raise_nothing(tiny_env, text):
     assert isinstance(obs, str) and obs
     if not info["action_valid"]:
         assert info["error"] and (info["error"] in obs or obs.startswith("Nothing happens."))
+
+
+@pytest.mark.parametrize("bits", [np.random.PCG64, np.random.MT19937, np.random.Philox, np.random.SFC64, np.random.PCG64DXSM])
+def test_copy_rng_draws_the_same_sequence_and_is_independent(bits):
+    rng = np.random.Generator(bits(np.random.SeedSequence(7, spawn_key=(2,))))
+    rng.random(3)
+    rng.integers(10)  # a half-used 32-bit word (PCG64's has_uint32) is part of the state
+    copied = copy_rng(rng)
+    assert type(copied) is type(rng) and type(copied.bit_generator) is bits
+    assert copied.bit_generator is not rng.bit_generator
+    reference = copy.deepcopy(rng)
+    draws = [rng.random(5).tolist(), rng.integers(0, 1 << 40, size=5).tolist(), rng.normal(size=3).tolist()]
+    assert [copied.random(5).tolist(), copied.integers(0, 1 << 40, size=5).tolist(), copied.normal(size=3).tolist()] == draws
+    # Independent: drawing from the copy moved neither the original nor a second copy.
+    again = copy_rng(reference)
+    copied.random(100)
+    assert reference.random(5).tolist() == draws[0] and again.random(5).tolist() == draws[0]
+    # The seed sequence spawns as a deep copy's does, and spawning on the copy leaves the original's count.
+    assert [g.random() for g in copy_rng(reference).spawn(2)] == [g.random() for g in copy.deepcopy(reference).spawn(2)]
+    assert reference.bit_generator.seed_seq.n_children_spawned == 0
+
+
+def test_copy_rng_of_none_and_other_objects():
+    assert copy_rng(None) is None
+    legacy = np.random.RandomState(3)
+    copied = copy_rng(legacy)
+    assert copied is not legacy and copied.random_sample(4).tolist() == legacy.random_sample(4).tolist()
+
+
+def test_branch_copies_the_rng(tiny_env):
+    env = tiny_env.unwrapped
+    env.reset(seed=5)
+    child = env.branch()
+    assert child.np_random is not env.np_random
+    assert child.np_random.random(4).tolist() == env.np_random.random(4).tolist()
+    child.close()

@@ -234,6 +234,75 @@ def test_history_key_follows_the_whole_history_and_is_never_stale():
     assert all((a == b) == (x == y) for a, x in zip(texts, keys) for b, y in zip(texts, keys))
 
 
+def _fresh_key(history) -> str:
+    """A history's key with no digest remembered: every message's JSON hashed again."""
+    import hashlib
+    import json
+
+    digests = (
+        hashlib.blake2b(
+            json.dumps(m, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":")).encode("utf-8"), digest_size=16
+        ).digest()
+        for m in history
+    )
+    return hashlib.blake2b(b"".join(digests), digest_size=16).hexdigest()
+
+
+def test_a_tool_call_messages_remembered_digest_equals_a_fresh_one_and_follows_changes(monkeypatch):
+    from ttg_envs.meters import base
+
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]
+    history = transcript(1) + [
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+        {"role": "assistant", "content": [{"type": "text", "text": "parts"}], "n": [1, 1.0, True, None]},
+    ]
+    first = history_key(history)
+    assert first == _fresh_key(history)
+    # A branch's copies (new dicts, the same tool-call list) are remembered: no message is encoded again.
+    encoded = []
+    monkeypatch.setattr(base, "_ENCODE", lambda m: encoded.append(m) or base.json.JSONEncoder(**base._JSON).encode(m))
+    branch = [dict(m) for m in history]
+    assert history_key(branch) == first and encoded == []
+    seen = {first}
+
+    def changed() -> str:
+        key = history_key(branch)
+        assert key == _fresh_key(branch) and key not in seen
+        seen.add(key)
+        return key
+
+    calls[0]["function"]["arguments"] = '{"x": 2}'  # in place, in the shared list
+    changed()
+    calls.append({"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}})
+    changed()
+    calls[1]["function"] = {"name": "g", "arguments": "{}", "extra": ""}
+    changed()
+    calls[1]["function"]["renamed"] = calls[1]["function"].pop("extra")  # same size, another key
+    changed()
+    calls[0], calls[1] = calls[1], calls[0]
+    changed()
+    branch[-1]["n"][1] = 1  # an equal number of another type: other JSON
+    branch[-1]["n"][2] = 1
+    changed()
+    nested = branch[-1]["content"]
+    nested.append(nested.pop()["text"])  # the same leaves, another structure
+    changed()
+    # Putting the values back gives the first key again.
+    calls[:] = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]
+    branch[-1]["content"], branch[-1]["n"] = [{"type": "text", "text": "parts"}], [1, 1.0, True, None]
+    assert history_key(branch) == first == _fresh_key(branch)
+
+
+def test_history_key_of_messages_it_cannot_remember():
+    class Text:
+        def __str__(self) -> str:
+            return "text"
+
+    history = [{"role": "user", "content": Text()}, {1: "int key", 2: "n"}, {"role": "user", "content": ("a", "tuple")}]
+    assert history_key(history) == history_key(history) == _fresh_key(history)
+
+
 def test_scripted_meter_parses_strings():
     meter = ScriptedMeter(lambda h: "not json")
     assert meter.estimate([transcript(0)])[0].valid is False

@@ -179,3 +179,27 @@ def test_tool_responses_equal_tau2s_get_response_without_its_log_line(monkeypatc
     assert len(formatted) == len(calls)  # tau2's path logged each call; ours never formatted one
     assert ours.get_db_hash() == theirs.get_db_hash()
     assert errors[0] and errors[4] and not errors[1] and not errors[3]
+
+
+def test_a_scripted_users_copy_shares_its_script_and_keeps_its_own_position():
+    from ttg_envs.envs.tau2 import ScriptedUser
+    from ttg_envs.envs.tau2.gold import UserTurn
+
+    user = ScriptedUser([UserTurn("hello"), UserTurn("done", (ToolCall("toggle", {"on": True}),)), UserTurn("bye")])
+    assert isinstance(user.turns, tuple)
+    user.respond([])
+    copied = copy.deepcopy(user)
+    assert copied.turns is user.turns and copied.position == user.position == 1
+    assert copied.respond([]).tool_calls[0].name == "toggle"  # the copy moves on alone
+    assert (copied.position, copied.calls_made) == (1, True) and (user.position, user.calls_made) == (1, False)
+    assert [user.respond([]).tool_calls[0].name, user.respond([]).content] == ["toggle", "done"]
+    assert copied.respond([]).content == "done" and copied.respond([]).content == "bye"
+
+
+def test_a_branchs_scripted_user_shares_the_script():
+    env = Tau2Env("retail", user="gold")
+    env.reset(options={"task_index": 0})
+    env.step(GoldPolicy()(env))
+    child = env.branch()
+    assert child._episode.user is not env._episode.user
+    assert child._episode.user.turns is env._episode.user.turns

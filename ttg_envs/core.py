@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 
 # ReAct parsing lives beside tool-call parsing; these names stay importable from here.
@@ -33,6 +34,7 @@ __all__ = [
     "TextSpace",
     "ascii_lower",
     "cap_text",
+    "copy_rng",
     "parse_lenient",
     "parse_react",
     "tag_blocks",
@@ -94,6 +96,28 @@ def cap_text(text: str, limit: int) -> str:
     head = limit // 2
     tail = limit - head
     return f"{text[:head]}\n[... {len(text) - limit} characters cut (the limit is {limit}) ...]\n{text[len(text) - tail :]}"
+
+
+def copy_rng(rng: Any) -> Any:
+    """An independent copy of ``rng`` that draws what ``rng`` would: what ``copy.deepcopy`` gives, faster.
+
+    A numpy ``Generator`` is rebuilt as a new one of the same types over its bit generator's state
+    (about 4x faster than ``deepcopy``, which pickles it); its seed sequence is a new
+    ``SeedSequence`` with the original's entropy, spawn key and children count, so ``spawn`` on the
+    copy gives what it would on a deep copy. ``None`` stays ``None``; anything else is deep-copied.
+    """
+    if rng is None:
+        return None
+    if type(rng) is not np.random.Generator:
+        return copy.deepcopy(rng)
+    bits = rng.bit_generator
+    seq = bits.seed_seq
+    if type(seq) is not np.random.SeedSequence:
+        return copy.deepcopy(rng)
+    seq = np.random.SeedSequence(seq.entropy, spawn_key=seq.spawn_key, pool_size=seq.pool_size, n_children_spawned=seq.n_children_spawned)
+    fresh = type(bits)(seq)
+    fresh.state = bits.state
+    return np.random.Generator(fresh)
 
 
 @dataclass
@@ -353,7 +377,7 @@ class TextEnv(gym.Env[str, str]):
         clone.elapsed_steps = self.elapsed_steps
         clone.done = self.done
         clone.success = self.success
-        clone._np_random = copy.deepcopy(self._np_random)
+        clone._np_random = copy_rng(self._np_random)
         clone._offer = clone._last_step = None
         clone._keeps_last_step = True
         return clone

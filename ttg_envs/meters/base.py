@@ -54,29 +54,72 @@ class ProgressMeter(Protocol):
 
 
 _JSON = {"sort_keys": True, "ensure_ascii": False, "default": str, "separators": (",", ":")}
+#: ``json.dumps(value, **_JSON)`` without building an encoder per call.
+_ENCODE = json.JSONEncoder(**_JSON).encode
 #: Values a message's digest may be remembered by: their identity fixes their text.
-_IMMUTABLE = (str, int, float, bool, type(None))
-#: Message digests by the identities of the message's values (kept, so the ids stay theirs).
-_DIGESTS: dict[tuple[tuple, tuple], tuple[tuple, bytes]] = {}
+_IMMUTABLE = frozenset((str, int, float, bool, type(None)))
+_STR = frozenset((str,))
+#: Message digests by :func:`_signature` -> (the objects it names, kept so their ids stay theirs; digest).
+_DIGESTS: dict[tuple, tuple[list, bytes]] = {}
 _DIGESTS_SIZE = 8192
 
 
+def _signature(message: Any) -> tuple[tuple, list] | None:
+    """What fixes a message's JSON text: every key and immutable value's identity, and the type and
+    size of every dict and list, in one walk order (the top dict's own identity is not in it: a
+    branch's ``dict(m)`` copy holds the same values). None when the message holds anything else
+    (a tuple, an object, a non-str key), whose digest is then computed each time.
+
+    Nested lists and dicts are named by type and size, not identity, and walked each time, so a
+    tool-call list changed in place (a call added, an argument string replaced) gives another
+    signature: the memo never trusts a mutable value, only the immutable strings and numbers in it.
+    """
+    if type(message) is not dict:
+        return None
+    keys, values = tuple(message), tuple(message.values())
+    if not _STR.issuperset(map(type, keys)):
+        return None
+    if _IMMUTABLE.issuperset(map(type, values)):  # most messages: no walk
+        return (len(keys), *map(id, keys), *map(id, values)), [keys, values]
+    sig: list[int] = []
+    objects: list[Any] = []
+    stack: list[Any] = [message]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind in _IMMUTABLE:
+            sig.append(id(value))
+            objects.append(value)
+        elif kind is dict:
+            sig.append(-2 * len(value) - 1)  # ids are positive: sizes are negative, odd for a dict
+            for key, item in value.items():
+                if type(key) is not str:
+                    return None
+                sig.append(id(key))
+                objects.append(key)
+                stack.append(item)
+        elif kind is list:
+            sig.append(-2 * len(value) - 2)  # even for a list
+            stack.extend(value)
+        else:
+            return None
+    return tuple(sig), objects
+
+
 def _message_digest(message: Any) -> bytes:
-    """The hash of ``json.dumps(message, sort_keys=True, ...)``, remembered for a plain dict whose
-    values are all immutable: a branch's copy of a message holds the same strings, so the key of a
-    trial's history hashes only its new messages (and those with tool-call lists)."""
-    remember = type(message) is dict and all(type(v) in _IMMUTABLE for v in message.values())
-    if remember:
-        values = tuple(message.values())
-        ident = (tuple(message), tuple(map(id, values)))
-        hit = _DIGESTS.get(ident)
-        if hit is not None and all(a is b for a, b in zip(hit[0], values)):
+    """The hash of ``json.dumps(message, sort_keys=True, ...)``, remembered by :func:`_signature`:
+    a branch's copy of a message holds the same strings (its tool-call list too), so the key of a
+    trial's history hashes only its new messages."""
+    signed = _signature(message)
+    if signed is not None:
+        hit = _DIGESTS.get(signed[0])
+        if hit is not None:
             return hit[1]
-    digest = hashlib.blake2b(json.dumps(message, **_JSON).encode("utf-8"), digest_size=16).digest()
-    if remember:
+    digest = hashlib.blake2b(_ENCODE(message).encode("utf-8"), digest_size=16).digest()
+    if signed is not None:
         if len(_DIGESTS) >= _DIGESTS_SIZE:
             _DIGESTS.clear()
-        _DIGESTS[ident] = (values, digest)
+        _DIGESTS[signed[0]] = (signed[1], digest)
     return digest
 
 

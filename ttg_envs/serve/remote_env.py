@@ -20,7 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from ..core import Generation, TextSpace
+from ..core import Generation, TextSpace, copy_rng
 from .wire import require_openenv
 
 __all__ = ["RemoteEnv", "RemoteEnvError", "RemotePolicy"]
@@ -235,7 +235,7 @@ class RemoteEnv(gym.Env[str, str]):
         clone.actions = list(self.actions)
         clone.task = copy.deepcopy(self.task)
         clone.elapsed_steps, clone.done, clone.success = self.elapsed_steps, self.done, self.success
-        clone._np_random = copy.deepcopy(self._np_random)
+        clone._np_random = copy_rng(self._np_random)
         return clone
 
     def remote_policy(self, name: str, *, seed: int | None = None, **kwargs: Any) -> RemotePolicy:

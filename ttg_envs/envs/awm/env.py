@@ -237,10 +237,12 @@ class _Workspace:
 
     DATABASE = "episode.db"
 
-    def __init__(self, sandbox: _Sandbox) -> None:
+    def __init__(self, sandbox: _Sandbox, memo: host_db.SnapshotMemo | None = None) -> None:
         self.folder = sandbox.folder.subfolder("episode-")
         sandbox.users += 1
         self.sandbox = sandbox
+        #: The env's (and its branches') snapshots and digests by their bytes.
+        self.memo = memo if memo is not None else host_db.SnapshotMemo()
         self.app: AppProcess | None = None
         self._closed = False
         # The database as last copied out, until anything may change it (a request to the app, a
@@ -283,7 +285,7 @@ class _Workspace:
         if reuse and self._last_read is not None:
             return self._last_read
         self._last_read = None
-        self._last_read = data = copy_out(self.folder, self.DATABASE)
+        self._last_read = data = copy_out(self.folder, self.DATABASE, self.memo)
         return data
 
     def changing(self) -> None:
@@ -390,7 +392,7 @@ class AWMEnv(ToolEnv):
         # A sandbox for the first task's scenario (the one of a single-scenario env); a reset to
         # another scenario moves to a sandbox of that one's.
         first = self._domain(self.scenarios[self.tasks[0].scenario]) if self.tasks else ""
-        self._workspace = _Workspace(_Sandbox.take(sandbox, first))
+        self._workspace = _Workspace(_Sandbox.take(sandbox, first), host_db.SnapshotMemo())
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
 
@@ -450,7 +452,7 @@ class AWMEnv(ToolEnv):
         else:
             # Another scenario's code never runs in this sandbox: the episode moves to a sandbox of
             # its scenario's own (a failed reset leaves the previous episode where it was).
-            ws = _Workspace(_Sandbox.take(self.sandbox, self._domain(scenario)))
+            ws = _Workspace(_Sandbox.take(self.sandbox, self._domain(scenario)), self._workspace.memo)
             try:
                 warm = self._load_warm(ws, scenario, prepared)
             except BaseException:
@@ -566,7 +568,7 @@ class AWMEnv(ToolEnv):
     def _state_key(self) -> str:
         h = hashlib.sha256(self.current_task.id.encode())
         try:
-            h.update(host_db.digest_snapshot(self._workspace.read(reuse=True)).encode())
+            h.update(self._workspace.memo.digest(self._workspace.read(reuse=True)).encode())
         except SandboxError as exc:
             h.update(f"unusable: {exc}".encode())
         h.update(b"answered" if self._answer is not None else b"open")
@@ -614,7 +616,7 @@ class AWMEnv(ToolEnv):
 
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
-        clone._workspace = _Workspace(self._workspace.sandbox)
+        clone._workspace = _Workspace(self._workspace.sandbox, self._workspace.memo)
         clone._finalizer = weakref.finalize(clone, clone._workspace.close)
         return clone
 

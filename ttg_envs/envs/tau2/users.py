@@ -7,6 +7,7 @@ their conversation state in plain attributes, so a deep copy branches them.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any, Sequence
@@ -74,13 +75,22 @@ class ScriptedUser:
     """Replays a fixed script: turn ``i`` answers the agent's ``i``-th text message (turn 0 the greeting).
 
     A turn's tool calls are made first (one message holding them all), then its text; after the last
-    turn the user answers with the stop token.
+    turn the user answers with the stop token. The script is a tuple, never changed, so a copy (an
+    env's branch deep-copies its user) shares it and copies only the position.
     """
 
     def __init__(self, turns: Sequence[UserTurn]):
-        self.turns = list(turns)
+        self.turns: tuple[UserTurn, ...] = tuple(turns)
         self.position = 0
         self.calls_made = False
+
+    def __deepcopy__(self, memo: dict) -> ScriptedUser:
+        """A copy with its own position that shares the (immutable) script."""
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        for name, value in self.__dict__.items():
+            clone.__dict__[name] = value if name == "turns" else copy.deepcopy(value, memo)
+        return clone
 
     def respond(self, incoming: Sequence[Any]) -> Any:
         """The next scripted message (``incoming`` only matters through its order)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +123,67 @@ def digest_snapshot(data: bytes) -> str:
         return _digest(conn)
     finally:
         conn.close()
+
+
+class SnapshotMemo:
+    """:func:`from_files` and :func:`digest_snapshot` remembered by a BLAKE2b-256 hash of their
+    input bytes (both are pure functions of them), for one env and its branches.
+
+    Every step's state key copies the episode database out of the sandbox and digests it, and the
+    trials of a guided step mostly leave the same files (a read-only call leaves the state's own),
+    so each distinct database is parsed and dumped once and the others pay a hash of the bytes.
+    Bounded: the ``size`` most recent entries, and at most ``max_bytes`` of snapshots.
+    """
+
+    def __init__(self, size: int = 64, max_bytes: int = 32 << 20) -> None:
+        self.size, self.max_bytes = int(size), int(max_bytes)
+        self._snapshots: OrderedDict[bytes, bytes] = OrderedDict()
+        self._digests: OrderedDict[bytes, str] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def from_files(self, main: bytes, wal: bytes | None = None, journal: bytes | None = None) -> bytes:
+        """:func:`from_files` of these file bytes (errors are raised each time, never remembered)."""
+        h = hashlib.blake2b(digest_size=32)
+        for part in (main, wal, journal):  # each part's length first: no two inputs hash alike by their split
+            h.update(b"-" if part is None else b"%d:" % len(part))
+            h.update(part or b"")
+        key = h.digest()
+        hit = self._get(self._snapshots, key)
+        if hit is not None:
+            return hit
+        data = from_files(main, wal, journal)
+        with self._lock:
+            if key not in self._snapshots:
+                self._snapshots[key] = data
+                self._bytes += len(data)
+            while self._snapshots and (len(self._snapshots) > self.size or self._bytes > self.max_bytes):
+                self._bytes -= len(self._snapshots.popitem(last=False)[1])
+        return data
+
+    def digest(self, data: bytes) -> str:
+        """:func:`digest_snapshot` of ``data``."""
+        key = hashlib.blake2b(data, digest_size=32).digest()
+        hit = self._get(self._digests, key)
+        if hit is not None:
+            return hit
+        out = digest_snapshot(data)
+        with self._lock:
+            self._digests[key] = out
+            while len(self._digests) > 4 * self.size:
+                self._digests.popitem(last=False)
+        return out
+
+    def _get(self, table: OrderedDict, key: bytes) -> Any:
+        with self._lock:
+            hit = table.get(key)
+            if hit is not None:
+                table.move_to_end(key)
+                self.hits += 1
+            else:
+                self.misses += 1
+            return hit
 
 
 def _digest(conn: sqlite3.Connection) -> str:

@@ -483,8 +483,9 @@ class Verdict:
     error: str | None = None
 
 
-def copy_out(folder: EpisodeFolder, name: str) -> bytes:
-    """A snapshot of database ``name`` in an untrusted ``folder``, read through its descriptor.
+def copy_out(folder: EpisodeFolder, name: str, memo: host_db.SnapshotMemo | None = None) -> bytes:
+    """A snapshot of database ``name`` in an untrusted ``folder``, read through its descriptor
+    (the files' bytes are read each time; ``memo`` remembers what they parse to).
 
     Raises :class:`SandboxError` when the file is missing, a link, not a regular file, too large or
     not a database.
@@ -492,7 +493,7 @@ def copy_out(folder: EpisodeFolder, name: str) -> bytes:
     try:
         main = folder.read(name)
         wal, journal = folder.read_optional(f"{name}-wal"), folder.read_optional(f"{name}-journal")
-        return host_db.from_files(main, wal, journal)
+        return (memo.from_files if memo is not None else host_db.from_files)(main, wal, journal)
     except UnsafeEntry as exc:
         raise SandboxError(f"the episode database is unusable: {exc}") from None
     except (sqlite3.Error, MemoryError) as exc:
