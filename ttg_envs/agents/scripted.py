@@ -15,7 +15,9 @@ class ScriptedActor:
     """Samples from the env's scripted policy ``policy`` (built per env id with ``policy_factory``).
 
     Each sample is one policy call, so a stochastic policy (the noisy expert) gives different
-    candidates and a deterministic one (the expert) gives identical ones. Token ids come from
+    candidates and a deterministic one (the expert) gives identical ones. A policy that keeps a
+    place of its own (tau2's perturbed gold) offers ``sample(env, n)`` instead, drawing all ``n``
+    from the same place: called ``n`` times, it would move its place on at each call. Token ids come from
     ``tokenizer`` (default: the offline Qwen3 vocabulary, TokenCounter's default too).
 
     Args:
