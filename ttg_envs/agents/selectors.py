@@ -196,7 +196,7 @@ class GoldSelector(GuidedSelector):
 
     def trial_scores(self, trials: Sequence[Trial]) -> list[float]:
         """Minus the tokens of the cheapest winning suffix of gold's moves after each trial (``+inf`` when it wins)."""
-        from ..training.meter.evaluation import replay_wins
+        from ..wrappers.gold_path import replay_wins
 
         scores = []
         for trial in trials:
@@ -215,7 +215,7 @@ class GoldSelector(GuidedSelector):
         """(gold's assistant messages, tokens to go before each) for ``env``'s task; None where gold does not win it."""
         from ..registry import ENV_SPECS
         from ..tokenization import load_tokenizer
-        from ..training.meter.evaluation import action_text, gold_actions
+        from ..wrappers.gold_path import action_text, gold_actions
         from ..wrappers.token_counter import token_to_go
 
         base = env.unwrapped

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..._io import markdown_table
 from ...meters.base import Estimate, ProgressMeter
+from ...wrappers.gold_path import action_text, gold_actions, replay_wins
 from ...wrappers.plan_length import plan_length
 from ...wrappers.progress_meter import anchored_cost, estimate_costs, estimate_idle
 from .datasets import Trajectory, step_labels_from_plan_lengths
@@ -185,56 +186,6 @@ def gold_path_labels(
     [1, -1, 0, 0]
     """
     return gold_walk(trajectory, gold, wins_after)[1]
-
-
-def gold_actions(env: Any, task_id: Any, env_id: str) -> list[dict[str, Any]] | None:
-    """The assistant messages of the ``gold`` policy's episode on ``task_id`` (``env``: any wrapper
-    stack of ``env_id``), or None when gold does not succeed there (its path then labels nothing)."""
-    from ...registry import make_policy
-
-    policy = make_policy(env_id, "gold", seed=0)
-    _, info = env.reset(seed=0, options={"task_id": task_id})
-    steps, done = 0, False
-    while not done:
-        _, _, terminated, truncated, info = env.step(policy(env))
-        steps, done = steps + 1, terminated or truncated
-    if not info.get("success"):
-        return None
-    return [m for m in env.unwrapped.messages if m.get("role") == "assistant"][-steps:]
-
-
-def action_text(message: dict[str, Any]) -> str:
-    """The text that makes ``message``'s move when sent to ``env.step``: its content, with its calls
-    written as Hermes blocks where the transcript keeps them apart (tau2 stores the calls, not their text).
-
-    >>> action_text({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"x": 1}'}}]})
-    '<tool_call>\\n{"name": "f", "arguments": {"x": 1}}\\n</tool_call>'
-    """
-    from ...tools import ToolCall, format_tool_calls
-
-    content = str(message.get("content") or "")
-    calls = message.get("tool_calls") or ()
-    if not calls or "<tool_call>" in content:
-        return content
-    text = format_tool_calls([ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], "hermes")
-    return f"{content}\n{text}" if content.strip() else text
-
-
-def replay_wins(env: Any, moves: Sequence[dict[str, Any]]) -> bool:
-    """Whether the assistant messages ``moves``, sent one per step from ``env``'s state (a branch of
-    it, closed after), win the episode; an env already done counts its own outcome."""
-    if env.done:
-        return bool(env.success)
-    branch = env.branch()
-    try:
-        info: dict[str, Any] = {}
-        for move in moves:
-            _, _, terminated, truncated, info = branch.step(action_text(move))
-            if terminated or truncated:
-                break
-        return bool(branch.done and info.get("success"))
-    finally:
-        branch.close()
 
 
 def _gold_targets(trajectory: Trajectory, gold: Sequence[dict[str, Any]] | None, positions: list[int | None]) -> list[int | None]:
