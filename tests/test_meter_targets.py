@@ -216,7 +216,8 @@ def test_gold_selector_takes_golds_move_a_premature_close_loses_and_it_needs_a_g
     import gymnasium as gym
 
     from ttg_envs.agents import GoldSelector
-    from ttg_envs.wrappers.gold_path import action_text, gold_actions
+    from ttg_envs.tools import action_text
+    from ttg_envs.wrappers.gold_path import gold_actions
 
     env = gym.make("ttg/Tau2-v0", split="test", user="gold")
     try:

@@ -200,23 +200,21 @@ class GoldSelector(GuidedSelector):
 
         scores = []
         for trial in trials:
-            base = trial.env.unwrapped
-            if trial.terminated or trial.truncated or self._current is None:
-                won = bool(trial.info.get("success")) if (trial.terminated or trial.truncated) else False
-                scores.append(float("inf") if won else float("-inf"))
-                continue
-            moves, to_go = self._current
-            # Shortest suffix first: the first that wins is the cheapest.
-            found = next((j for j in range(len(moves) - 1, -1, -1) if replay_wins(base, moves[j:])), None)
-            scores.append(float("-inf") if found is None else -float(to_go[found]))
+            if trial.terminated or trial.truncated:
+                scores.append(float("inf") if trial.info.get("success") else float("-inf"))
+            elif self._current is None:  # gold does not win this task: no suffix can
+                scores.append(float("-inf"))
+            else:
+                moves, to_go = self._current
+                # Shortest suffix first: the first that wins is the cheapest.
+                found = next((j for j in range(len(moves) - 1, -1, -1) if replay_wins(trial.env.unwrapped, moves[j:])), None)
+                scores.append(float("-inf") if found is None else -float(to_go[found]))
         return scores
 
     def _gold(self, env: gym.Env) -> tuple[list[dict], list[int]] | None:
         """(gold's assistant messages, tokens to go before each) for ``env``'s task; None where gold does not win it."""
         from ..registry import ENV_SPECS
-        from ..tokenization import load_tokenizer
-        from ..wrappers.gold_path import action_text, gold_actions
-        from ..wrappers.token_counter import token_to_go
+        from ..wrappers.gold_path import gold_actions, gold_to_go
 
         base = env.unwrapped
         spec = base.spec
@@ -228,11 +226,7 @@ class GoldSelector(GuidedSelector):
             if made not in self._fresh:
                 self._fresh[made] = gym.make(spec.id, **spec.kwargs)
             moves = gold_actions(self._fresh[made], base.task["id"], spec.id)
-            if moves is None:
-                self._golds[key] = None
-            else:
-                tokenizer = load_tokenizer(None)
-                self._golds[key] = (moves, list(token_to_go([tokenizer.count(action_text(m)) for m in moves])))
+            self._golds[key] = None if moves is None else (moves, gold_to_go(moves))
         return self._golds[key]
 
     def close(self) -> None:

@@ -79,3 +79,19 @@ def format_tool_calls(calls: Sequence[ToolCall], style: str = "hermes") -> str:
             raise ValueError(f"argument names {clash} cannot be written in Python call syntax; use style='hermes'")
         return "[" + ", ".join(f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in calls) + "]"
     raise ValueError(f"style must be one of {CALL_STYLES}, got {style!r}")
+
+
+def action_text(message: dict[str, Any], style: str = "hermes") -> str:
+    """The text that makes a transcript's assistant ``message``'s move when sent to ``env.step``:
+    its content, with its calls written in ``style`` where the transcript keeps them apart (tau2
+    stores the calls, not their text).
+
+    >>> action_text({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"x": 1}'}}]})
+    '<tool_call>\\n{"name": "f", "arguments": {"x": 1}}\\n</tool_call>'
+    """
+    content = str(message.get("content") or "")
+    calls = message.get("tool_calls") or ()
+    if not calls or "<tool_call>" in content:
+        return content
+    text = format_tool_calls([ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], style)
+    return f"{content}\n{text}" if content.strip() else text

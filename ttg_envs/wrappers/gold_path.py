@@ -1,5 +1,5 @@
 """The gold path of a tool env (BFCL, tau2: envs with a ``gold`` policy): the gold episode's moves
-of a task, each move as the text that makes it, and whether a suffix of them still wins from a state.
+of a task, the tokens still to go before each, and whether a suffix of them still wins from a state.
 
 Meter evaluation labels steps by them (``training.meter.evaluation.label_gold_path``) and the
 ``gold-<k>`` selector chooses by them (``agents.selectors.GoldSelector``).
@@ -7,11 +7,12 @@ Meter evaluation labels steps by them (``training.meter.evaluation.label_gold_pa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["action_text", "gold_actions", "replay_wins"]
+from ..tools import action_text
+
+__all__ = ["gold_actions", "gold_to_go", "replay_wins"]
 
 
 def gold_actions(env: Any, task_id: Any, env_id: str) -> list[dict[str, Any]] | None:
@@ -30,23 +31,6 @@ def gold_actions(env: Any, task_id: Any, env_id: str) -> list[dict[str, Any]] | 
     return [m for m in env.unwrapped.messages if m.get("role") == "assistant"][-steps:]
 
 
-def action_text(message: dict[str, Any]) -> str:
-    """The text that makes ``message``'s move when sent to ``env.step``: its content, with its calls
-    written as Hermes blocks where the transcript keeps them apart (tau2 stores the calls, not their text).
-
-    >>> action_text({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"x": 1}'}}]})
-    '<tool_call>\\n{"name": "f", "arguments": {"x": 1}}\\n</tool_call>'
-    """
-    from ..tools import ToolCall, format_tool_calls
-
-    content = str(message.get("content") or "")
-    calls = message.get("tool_calls") or ()
-    if not calls or "<tool_call>" in content:
-        return content
-    text = format_tool_calls([ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], "hermes")
-    return f"{content}\n{text}" if content.strip() else text
-
-
 def replay_wins(env: Any, moves: Sequence[dict[str, Any]]) -> bool:
     """Whether the assistant messages ``moves``, sent one per step from ``env``'s state (a branch of
     it, closed after), win the episode; an env already done counts its own outcome."""
@@ -62,3 +46,13 @@ def replay_wins(env: Any, moves: Sequence[dict[str, Any]]) -> bool:
         return bool(branch.done and info.get("success"))
     finally:
         branch.close()
+
+
+def gold_to_go(moves: Sequence[dict[str, Any]]) -> list[int]:
+    """Tokens of gold's moves still to do before each of ``moves`` and after the last (len + 1
+    values, the last 0): Qwen3 tokens of the text that makes each move, as ``TokenCounter`` counts them."""
+    from ..tokenization import load_tokenizer
+    from .token_counter import token_to_go
+
+    tokenizer = load_tokenizer(None)
+    return [*token_to_go([tokenizer.count(action_text(m)) for m in moves]), 0]

@@ -10,9 +10,7 @@ gold, so the scripted user keeps its order.
 
 from __future__ import annotations
 
-import json
-
-from ...tools import ToolCall, format_tool_calls
+from ...tools import ToolCall, action_text, format_tool_calls
 from ...tools.gold import GoldReplay
 from ..perturb import Perturber
 from .env import Tau2Env
@@ -77,18 +75,10 @@ class PerturbedGoldPolicy(GoldReplay):
         if self._drawn is None or self._drawn[0] != base.elapsed_steps - 1:
             return
         last = next((m for m in reversed(base.messages) if m.get("role") == "assistant"), None)
-        made = self._text_of(last) if last is not None else None
+        made = action_text(last, self.style) if last is not None else None
         if made in self._drawn[1]:
             self.position = self._drawn[1][made]
         self._drawn = None
-
-    def _text_of(self, message: dict) -> str:
-        calls = message.get("tool_calls") or ()
-        if not calls:
-            return str(message.get("content") or "")
-        return format_tool_calls(
-            [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], self.style
-        )
 
     def _draw(self, moves: list) -> str:
         move = moves[min(self.position, len(moves) - 1)]

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..._io import markdown_table
 from ...meters.base import Estimate, ProgressMeter
-from ...wrappers.gold_path import action_text, gold_actions, replay_wins
+from ...tools import action_text
+from ...wrappers.gold_path import gold_actions, gold_to_go, replay_wins
 from ...wrappers.plan_length import plan_length
 from ...wrappers.progress_meter import anchored_cost, estimate_costs, estimate_idle
 from .datasets import Trajectory, step_labels_from_plan_lengths
@@ -190,11 +191,7 @@ def gold_path_labels(
 
 def _gold_targets(trajectory: Trajectory, gold: Sequence[dict[str, Any]] | None, positions: list[int | None]) -> list[int | None]:
     """``expert_ttg`` from :func:`gold_walk` (see :func:`label_gold_path`)."""
-    from ...tokenization import load_tokenizer
-    from ...wrappers.token_counter import token_to_go
-
-    tokenizer = load_tokenizer(None)
-    to_go = [*token_to_go([tokenizer.count(action_text(m)) for m in gold or ()]), 0]
+    to_go = gold_to_go(gold or ())
     own = trajectory.ttg if trajectory.success and trajectory.ttg is not None else [None] * len(positions)
     return [to_go[k] if k is not None else own[j] for j, k in enumerate(positions)]
 
@@ -362,15 +359,13 @@ def evaluate_meter(
                     g["u"].append(u)
             if traj.step_labels is not None:
                 costs = np.asarray(estimate_costs(ests, failure_cost), dtype=float)
-                anchored = costs.copy()
+                anchored = costs.copy()  # the last cost the outcome's (eq. 7), as the wrapper writes it
                 anchored[-1] = anchored_cost(traj.success, failure_cost)
-                for label, d in zip(traj.step_labels, -np.diff(anchored)):
+                for label, d, a in zip(traj.step_labels, -np.diff(costs), -np.diff(anchored)):
                     if label != 0:
-                        g["good_anchored" if label > 0 else "bad_anchored"].append(bool(np.sign(d) == label))
-                delta = -np.diff(costs)
-                for label, d in zip(traj.step_labels, delta):
-                    if label != 0:
-                        g["good" if label > 0 else "bad"].append(bool(np.sign(d) == label))
+                        kind = "good" if label > 0 else "bad"
+                        g[kind].append(bool(np.sign(d) == label))
+                        g[f"{kind}_anchored"].append(bool(np.sign(a) == label))
                         g["ties"].append(bool(d == 0))
                         if d != 0:
                             g["decided"].append(bool(np.sign(d) == label))
