@@ -82,14 +82,24 @@ def pool_success(model, tokenizer, seed: int = EVAL_SEED, envs=None) -> float:
     return float(np.mean([e.success for e in episodes]))
 
 
-def train_on_pool(out_dir, seed: int, steps: int = STEPS, lr: float = LR, estimator: str = ESTIMATOR, group_size: int = GROUP_SIZE):
-    """Train the start on ``POOL`` for ``steps`` steps; returns the trained model, tokenizer and per-step metrics."""
+def train_on_pool(
+    out_dir,
+    seed: int,
+    steps: int = STEPS,
+    lr: float = LR,
+    estimator: str = ESTIMATOR,
+    group_size: int = GROUP_SIZE,
+    meter_spec: str = ENV_ID,
+):
+    """Train the start on ``POOL`` for ``steps`` steps; returns the trained model, tokenizer and per-step metrics.
+
+    ``meter_spec``: the ``load_meter`` spec delta_ttg reads (default: the shipped ALFWorld meter)."""
     model, tokenizer = load_start()
     meter = None
     if estimator == "delta_ttg":
         from ttg_envs.meters import load_meter
 
-        meter = load_meter(ENV_ID)
+        meter = load_meter(meter_spec)
     config = TrainConfig(
         env_id=ENV_ID,
         env_kwargs=ENV_KWARGS,
@@ -142,7 +152,7 @@ if __name__ == "__main__":  # the measurements MARGIN and the settings were chos
     else:
         seeds = [int(s) for s in sys.argv[2].split(",")]
         kw = dict(a.split("=") for a in sys.argv[3:])
-        kw = {k: (v if k == "estimator" else float(v) if k == "lr" else int(v)) for k, v in kw.items()}
+        kw = {k: (v if k in ("estimator", "meter_spec") else float(v) if k == "lr" else int(v)) for k, v in kw.items()}
         for s in seeds:
             cpu, wall = time.process_time(), time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp:

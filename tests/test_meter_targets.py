@@ -96,6 +96,21 @@ def test_turns_left_counts_from_the_limit_per_read_prefix(one_torch_thread):
     meter.turn_limit = 4
     assert meter.turns_left([1], [2]).tolist() == [[4, 3]]
     assert torch.is_tensor(left)
+    # A row with its own limit (a trajectory recorded at 15 turns) counts from it; None: the meter's.
+    assert meter.turns_left([5, 1], [3, 2], [15, None]).tolist() == [[12, 11, 10], [4, 3, 2]]
+
+
+def test_a_recorded_turn_limit_reaches_the_trajectory():
+    from ttg_envs.training.meter.datasets import parse_trajectory
+
+    record = {
+        "messages": [{"role": "user", "content": "task"}, {"role": "assistant", "content": "look"}],
+        "num_steps": 1,
+        "success": False,
+        "metadata": {"policy": "start", "turn_limit": 15},
+    }
+    assert parse_trajectory(record, "f:1").turn_limit == 15
+    assert parse_trajectory({**record, "metadata": {}}, "f:1").turn_limit is None
 
 
 def test_progress_meter_wrapper_gives_a_budget_aware_meter_the_envs_limit(tiny_env):

@@ -487,9 +487,10 @@ class EncoderMeter(CachedMeter):
         super().clear_cache()
         self._segments.clear()
 
-    def turns_left(self, steps: Sequence[int], lengths: Sequence[int]) -> Any:
+    def turns_left(self, steps: Sequence[int], lengths: Sequence[int], limits: Sequence[int | None] | None = None) -> Any:
         """``[B, S]`` turns left after each read prefix: ``steps[b]`` actions were taken at the last of
-        ``lengths[b]`` read segments (None when the meter is not budget-aware)."""
+        ``lengths[b]`` read segments (None when the meter is not budget-aware); ``limits[b]``, where
+        given and not None, is row b's turn limit instead of :attr:`turn_limit`."""
         if not self.budget_aware:
             return None
         torch = self._torch
@@ -497,7 +498,10 @@ class EncoderMeter(CachedMeter):
         pos = torch.arange(width).unsqueeze(0)
         steps_t = torch.tensor(list(steps)).unsqueeze(1)
         lengths_t = torch.tensor(list(lengths)).unsqueeze(1)
-        return self.turn_limit - (steps_t - (lengths_t - 1 - pos))
+        limit: Any = self.turn_limit
+        if limits is not None:
+            limit = torch.tensor([self.turn_limit if x is None else int(x) for x in limits]).unsqueeze(1)
+        return limit - (steps_t - (lengths_t - 1 - pos))
 
     def predict(self, segment_lists: Sequence[Sequence[Segment]], steps: Sequence[int] | None = None) -> Any:
         """Network outputs ``[B, S, 2]`` for lists of segments (no gradients); ``steps``: actions taken

@@ -63,6 +63,9 @@ class Trajectory:
             when the record carries ``plan_length`` in its infos; None otherwise.
         siblings: no-op branches from its states, with their targets (filled by
             :func:`~ttg_envs.training.meter.siblings.add_noop_siblings`; empty otherwise).
+        turn_limit: the turn limit the episode was played at (the recorder's
+            ``metadata["turn_limit"]``), which a budget-aware meter counts this trajectory's turns
+            left from; None: the meter's own limit.
     """
 
     id: str
@@ -76,6 +79,7 @@ class Trajectory:
     expert_ttg: list[int | None] | None = None
     plan_lengths: list[int | None] | None = None
     siblings: list[Sibling] = field(default_factory=list)
+    turn_limit: int | None = None
 
     @property
     def num_steps(self) -> int:
@@ -177,6 +181,7 @@ def parse_trajectory(record: Mapping[str, Any], trajectory_id: str, *, policy: s
         step_labels=labels,
         expert_ttg=expert_ttg,
         plan_lengths=None if plan is None or len(plan) != len(actions) + 1 else plan,
+        turn_limit=None if meta.get("turn_limit") is None else int(meta["turn_limit"]),
     )
 
 

@@ -130,7 +130,7 @@ def train_encoder_meter(
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
         siblings = [_sibling_example(meter, s) for s in traj.siblings]
         b, y = trajectory_targets(traj, config.targets)
-        data.append(_Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings))
+        data.append(_Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, traj.turn_limit))
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for ex in data for s in ex.texts()))
@@ -179,6 +179,7 @@ class _Example(NamedTuple):
     b: list[float]
     y: list[float]
     siblings: list[tuple[int, list, float, float]]
+    turn_limit: int | None = None
 
     def texts(self) -> list:
         """Every segment the example reads."""
@@ -288,7 +289,8 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     cols_t = torch.tensor(cols, device=device)
     turns_left = None
     if meter.budget_aware:
-        turns_left = torch.tensor([meter.turn_limit - (t + 1) for t in cols], device=device)
+        limits = [ex.turn_limit or meter.turn_limit for ex in batch for _ in ex.siblings]
+        turns_left = torch.tensor([limit - (t + 1) for limit, t in zip(limits, cols)], device=device)
     last, gate = meter.model.extend(
         states[rows_t, cols_t], vectors[torch.tensor(last_segment, device=device)], turns_left, out[rows_t, cols_t, 1], return_gate=True
     )
@@ -325,7 +327,10 @@ def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors
         padded[i, : len(ex.segs)] = torch.tensor([index[s] for s in ex.segs], device=device)
     lengths_list = lengths.tolist()
     out, states, gate = meter.model(
-        vectors[padded], lengths, meter.turns_left([n - 1 for n in lengths_list], lengths_list), return_states=True
+        vectors[padded],
+        lengths,
+        meter.turns_left([n - 1 for n in lengths_list], lengths_list, [ex.turn_limit for ex in batch]),
+        return_states=True,
     )
     rows = torch.cat([torch.full((n,), i, dtype=torch.long) for i, n in enumerate(lengths_list)]).to(device)
     cols = torch.cat([torch.arange(n) for n in lengths_list]).to(device)
@@ -342,11 +347,12 @@ def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors
 
 def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
     """Head outputs of every prefix read through the meter's window (one GRU pass per prefix)."""
-    rows, steps, b, y, w = [], [], [], [], []
-    for segs, bi, yi, _ in batch:
+    rows, steps, limits, b, y, w = [], [], [], [], [], []
+    for segs, bi, yi, _, limit in batch:
         for t in range(len(segs)):
             rows.append([index[s] for s in meter.window(segs[: t + 1])])
             steps.append(t)
+            limits.append(limit)
             b.append(bi[t])
             y.append(yi[t])
             w.append(1.0 / len(segs))
@@ -354,5 +360,5 @@ def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: An
     padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
     for i, r in enumerate(rows):
         padded[i, : len(r)] = torch.tensor(r, device=device)
-    out = meter.model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist()))
+    out = meter.model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist(), limits))
     return out[torch.arange(len(rows), device=device), lengths.to(device) - 1], b, y, w

@@ -55,7 +55,8 @@ def add_noop_siblings(
     its file was read from, so a copy of the recordings elsewhere draws the same), written as
     ``respond(command)`` (the expert's format), each in its own branch. A sibling's target is the
     state's own ``expert_ttg`` while the state's plan still fits in the turns left after the no-op
-    (``turn_limit - t - 1``; default: the env's ``max_steps``), else None (the expert would no
+    (``limit - t - 1``, the limit being the trajectory's own ``turn_limit`` when it was recorded with
+    one, else ``turn_limit``, else the env's ``max_steps``), else None (the expert would no
     longer finish).
     """
     from ...bars import progress_bar
@@ -77,7 +78,7 @@ def add_noop_siblings(
                 if t % every == 0:
                     if env.messages != traj.prefix(t):
                         raise ValueError(f"{traj.id}: the engine's transcript left the recorded one before action {t}")
-                    limit = env.max_steps if turn_limit is None else turn_limit
+                    limit = traj.turn_limit or (env.max_steps if turn_limit is None else turn_limit)
                     siblings += _state_siblings(env, info, traj, t, respond, limit, per_state, always, seed)
                 _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
                 if terminated or truncated:
