@@ -19,7 +19,8 @@ each estimator the advantage every step receives is read from the trainer's own
   two non-terminal states, where C = 16,384 enters the change);
 - ``oracle``: the same DeltaTTG allocation with the planner's plan length as the cost (each step
   priced at the episode's mean tokens per action; the terminal cost anchored as eq. 7), i.e. what a
-  perfect meter would give.
+  perfect meter blind to the turn limit would give; ``oracle_budget`` also costs C wherever the plan
+  no longer fits in the turns left (a perfect budget-aware meter).
 
     PYTHONPATH=. python benchmarks/diagnose_credit.py [--batches 2] [--meter ttg/ALFWorld-v0] [--out FILE.json]
 """
@@ -120,11 +121,33 @@ def labels_from(lengths: list[int | None]) -> list[int]:
     return step_labels_from_plan_lengths(lengths)
 
 
-def oracle_costs(ep, lengths: list[int | None], failure_cost: float) -> list[float]:
-    """Eq. 7 costs from the plan length: plan steps x the episode's mean tokens per action; C where unknown."""
+def oracle_costs(ep, lengths: list[int | None], failure_cost: float, max_turns: int | None = None) -> list[float]:
+    """Eq. 7 costs from the plan length: plan steps x the episode's mean tokens per action; C where
+    unknown, and with ``max_turns`` also where the plan no longer fits in the turns left."""
     per_step = float(np.mean([len(a) for a in ep.actions]))
-    costs = [failure_cost if n is None else n * per_step for n in lengths[:-1]]
+    fits = [n is not None and (max_turns is None or n <= max_turns - t) for t, n in enumerate(lengths[:-1])]
+    costs = [n * per_step if ok else failure_cost for n, ok in zip(lengths[:-1], fits)]
     return [*costs, 0.0 if ep.success else failure_cost]
+
+
+def oracle_advantages(episodes, lengths, failure_cost: float, max_turns: int | None = None) -> np.ndarray:
+    """DeltaTTG advantages ``[B, T_max]`` with :func:`oracle_costs` in place of the meter's."""
+    from ttg_envs.training.actor.advantages import step_advantages
+
+    costs = [oracle_costs(e, n, failure_cost, max_turns) for e, n in zip(episodes, lengths)]
+    out = step_advantages(
+        "delta_ttg",
+        np.array([e.reward for e in episodes], dtype=float),
+        np.array([e.group for e in episodes]),
+        [e.num_steps for e in episodes],
+        can_complete=[[c < failure_cost for c in row[:-1]] for row in costs],
+        remaining=[[float(c) for c in row[:-1]] for row in costs],
+        valid=[[True] * e.num_steps for e in episodes],
+        success=[e.success for e in episodes],
+        n_tokens=[[len(a) for a in e.actions] for e in episodes],
+        costs=costs,
+    )
+    return out.double().numpy()
 
 
 def credit_figures(episodes, labels, noops, advantages, returns) -> dict[str, Any]:
@@ -180,7 +203,7 @@ def main(argv=None) -> int:
     import gymnasium as gym
 
     import ttg_envs  # noqa: F401
-    from ttg_envs.training.actor.advantages import episode_advantages, step_advantages
+    from ttg_envs.training.actor.advantages import episode_advantages
 
     args = parse_args(argv)
     begin = time.perf_counter()
@@ -188,36 +211,21 @@ def main(argv=None) -> int:
     cmp = train_compare.parse_args(["--max-turns", str(args.max_turns)])
     env = gym.make(train_compare.ENV_ID, max_steps=args.max_turns, **train_compare.env_kwargs(cmp, "train"))
     result: dict[str, Any] = {"args": vars(args), "batches": []}
-    pooled: dict[str, list] = {"episodes": [], "labels": [], "noops": [], "grpo": [], "delta_ttg": [], "oracle": []}
+    pooled: dict[str, list] = {k: [] for k in ("episodes", "labels", "noops", "grpo", "delta_ttg", "oracle", "oracle_budget")}
     for episodes in batches:
         lengths, noops = plan_lengths(episodes, tokenizer, env)
         labels = [labels_from(x) for x in lengths]
         failure_cost = float(episodes[0].infos[-1].get("ttg_failure_cost", 16384.0))
         grpo = episode_advantages(episodes, "grpo").double().numpy()
         delta = episode_advantages(episodes, "delta_ttg").double().numpy()
-        oracle = (
-            step_advantages(
-                "delta_ttg",
-                np.array([e.reward for e in episodes], dtype=float),
-                np.array([e.group for e in episodes]),
-                [e.num_steps for e in episodes],
-                can_complete=[[x is not None for x in n[:-1]] for n in lengths],
-                remaining=[[float(x or 0) for x in n[:-1]] for n in lengths],
-                valid=[[True] * e.num_steps for e in episodes],
-                success=[e.success for e in episodes],
-                n_tokens=[[len(a) for a in e.actions] for e in episodes],
-                costs=[oracle_costs(e, n, failure_cost) for e, n in zip(episodes, lengths)],
-            )
-            .double()
-            .numpy()
-        )
         for key, value in (
             ("episodes", episodes),
             ("labels", labels),
             ("noops", noops),
             ("grpo", list(grpo)),
             ("delta_ttg", list(delta)),
-            ("oracle", list(oracle)),
+            ("oracle", list(oracle_advantages(episodes, lengths, failure_cost))),
+            ("oracle_budget", list(oracle_advantages(episodes, lengths, failure_cost, args.max_turns))),
         ):
             pooled[key].extend(value)
     env.close()
@@ -231,7 +239,8 @@ def main(argv=None) -> int:
     result["success_rate"] = float(np.mean([e.success for e in episodes]))
     result["episodes"] = len(episodes)
     result["credit"] = {
-        name: credit_figures(episodes, labels, pooled["noops"], stack(pooled[name]), returns) for name in ("grpo", "delta_ttg", "oracle")
+        name: credit_figures(episodes, labels, pooled["noops"], stack(pooled[name]), returns)
+        for name in ("grpo", "delta_ttg", "oracle", "oracle_budget")
     }
     result["meter"] = meter_figures(episodes, labels)
     result["wall_s"] = round(time.perf_counter() - begin, 1)

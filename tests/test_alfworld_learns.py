@@ -18,7 +18,10 @@ and the test needs 0.529 after training; none of the start's 10 evaluations reac
 Settings (``python tests/test_alfworld_learns.py train 0,1,2,3,4``; pool
 success after 20 steps, same evaluation seed): seeds 0-4 reach 0.719, 0.547, 0.594, 0.703, 0.625 (all 5 pass; mean 0.638, std 0.073; the closest, seed 1, by 0.018). Tried on seed 0 and dropped: grpo at lr
 2e-3 peaked at 0.75 training success by step 14, then fell (pool 0.500 after 20 steps); delta_ttg
-(the shipped meter) at lr 1e-3 ended at 0.266 and at lr 5e-4 was near 0.44 training success when stopped at step 13.
+(the shipped meter) at lr 1e-3 ended at 0.266 and at lr 5e-4 was near 0.44 training success when stopped at step 13;
+delta_ttg at lr 1e-3 with the meter trained on the start's own episodes
+(``meter_spec=benchmarks/results/train_compare/start_meter``, see ``benchmarks/diagnose_credit.py``) reached
+0.594 (seed 0, the only one run; two of the pool's tasks, 12 and 34, are among that meter's training tasks).
 The test runs seed 0: about 110 CPU-seconds on one thread (98 of them training).
 """
 
