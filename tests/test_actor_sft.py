@@ -100,6 +100,9 @@ def test_shared_heads_sample_as_the_full_prefill_does(recorded):
         return head_kv(prompts, heads, cache, device)
 
     shared._head_kv = counted
+    prefilled = []  # rows per prefill call: equal prompts (the first turn's, per task) run once
+    prefill = shared._prefill
+    shared._prefill = lambda prompts, *a: prefilled.append(len(prompts)) or prefill(prompts, *a)
     runs = []
     for generator in (shared, whole):
         torch.manual_seed(0)
@@ -107,6 +110,7 @@ def test_shared_heads_sample_as_the_full_prefill_does(recorded):
     # Every turn's prompts carry their head, and only the first turn runs the two tasks' heads.
     assert calls and all(all(h >= 16 for h in heads) for heads, _ in calls)
     assert [n for _, n in calls[1:]] == [2] * (len(calls) - 1)
+    assert prefilled[0] == 2 and sum(prefilled) < 4 * len(runs[0][0].actions)
     for a, b in zip(*runs):
         assert a.actions == b.actions and a.prompts == b.prompts
         assert max(abs(x - y) for la, lb in zip(a.logprobs, b.logprobs) for x, y in zip(la, lb)) < 1e-5

@@ -93,7 +93,8 @@ class AdmissibleGenerator(HFGenerator):
         system prompt and statement; 0: none). Each distinct head runs once and its keys and values
         are kept in ``head_cache`` (a dict the caller owns; it must not outlive the weights), so
         the batch's prefill covers only the rest of each prompt. The rows' log-probs equal the
-        unshared pass's to float rounding.
+        unshared pass's to float rounding. Equal prompts (rollouts of a task that have acted alike
+        so far) are prefilled once and decode as separate rows from copies of that cache.
         """
         import torch
 
@@ -110,15 +111,27 @@ class AdmissibleGenerator(HFGenerator):
         model.eval()
         with torch.inference_mode():
             head_cache = {} if head_cache is None else head_cache
+            first: dict[tuple[tuple[int, ...], int], int] = {}
+            distinct: list[int] = []  # the first row of each distinct prompt
+            inverse = []
+            for i, (p, h) in enumerate(zip(prompts, heads)):
+                key = (tuple(p), h)
+                if key not in first:
+                    first[key] = len(distinct)
+                    distinct.append(i)
+                inverse.append(first[key])
             # Long batches prefill in buckets of similar length (sorted), so a short prompt is not
             # padded to the longest one of the batch; the buckets' caches then join for decoding.
-            if batch <= self.prefill_rows:
-                buckets = [list(range(batch))]
+            n = len(distinct)
+            if n <= self.prefill_rows:
+                buckets = [list(range(n))]
             else:
-                order = sorted(range(batch), key=lambda i: len(prompts[i]) - heads[i])
-                buckets = [order[lo : lo + self.prefill_rows] for lo in range(0, batch, self.prefill_rows)]
-            parts = [self._prefill([prompts[i] for i in b], [heads[i] for i in b], head_cache, device) for b in buckets]
-            cache, attention, logits = parts[0] if len(parts) == 1 else _join_prefills(parts, buckets, batch, model.config)
+                order = sorted(range(n), key=lambda j: len(prompts[distinct[j]]) - heads[distinct[j]])
+                buckets = [order[lo : lo + self.prefill_rows] for lo in range(0, n, self.prefill_rows)]
+            parts = [self._prefill([prompts[distinct[j]] for j in b], [heads[distinct[j]] for j in b], head_cache, device) for b in buckets]
+            cache, attention, logits = parts[0] if len(parts) == 1 else _join_prefills(parts, buckets, n, model.config)
+            if n < batch:
+                cache, attention, logits = _repeat_rows(cache, attention, logits, inverse, model.config)
             last = torch.tensor([len(p) - 1 for p in prompts], device=device).view(batch, 1)
             for _ in range(max_new_tokens):
                 raw = torch.log_softmax(logits, dim=-1)
@@ -247,6 +260,18 @@ def _join_prefills(parts, buckets: list[list[int]], batch: int, config):
         attention[index, width - mask.shape[1] :] = mask
         logits[index] = part_logits
     return joined, attention, logits
+
+
+def _repeat_rows(cache, attention, logits, index: list[int], config):
+    """The prefill of rows ``index`` (rows of a distinct prompts' prefill, repeated where prompts are equal)."""
+    import torch
+    from transformers import DynamicCache
+
+    rows = torch.tensor(index, device=attention.device)
+    repeated = DynamicCache(config=config)
+    for layer, kv in enumerate(cache.layers):
+        repeated.update(kv.keys[rows], kv.values[rows], layer)
+    return repeated, attention[rows], logits[rows]
 
 
 def _sample(scores, temperature: float, top_p: float):
