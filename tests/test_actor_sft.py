@@ -134,3 +134,18 @@ def test_admissible_from_text_reads_the_last_list():
     assert admissible_from_text(text) == ["take pen 1 from desk 1", "help"]
     assert admissible_from_text("no list") == []
     assert np.array_equal(np.array(admissible_from_text("Admissible actions: a")), np.array(["a"]))
+
+
+def test_segment_ids_equal_the_tokenizers_ids_of_the_whole_text(recorded):
+    from ttg_envs.training.actor.segment_ids import SegmentIds
+
+    _, _, _, tokenizer = recorded
+    env = gym.make("ttg/ALFWorld-v0", split="train", max_steps=5, action_format="lenient")
+    env.reset(seed=0, options={"task_index": TASK})
+    env.step("look")
+    text = tokenizer.apply_chat_template(list(env.unwrapped.messages), tokenize=False, add_generation_prompt=True)
+    segments = SegmentIds(tokenizer)
+    assert segments._split is not None  # the split applies to this tokenizer
+    for sample in (text, text + text, "<|im_end|><|im_start|>", "no added token", text[5:-7], ""):
+        assert segments(sample) == list(tokenizer(sample, add_special_tokens=False)["input_ids"])
+    assert segments(text) == list(tokenizer(text, add_special_tokens=False)["input_ids"])  # remembered pieces

@@ -58,8 +58,13 @@ class AdmissibleGenerator(HFGenerator):
             ids = self._ids[command] = tuple(self.tokenizer(command, add_special_tokens=False)["input_ids"]) + (self.eos,)
         return ids
 
-    def _trie(self, prompt: Sequence[int]) -> dict | None:
-        commands = self.commands(self.tokenizer.decode(list(prompt), skip_special_tokens=False))
+    def _trie(self, prompt: Sequence[int], head: int = 0) -> dict | None:
+        commands = []
+        if head and self.commands is admissible_from_text:
+            # The last list is in the current observation, after the head: decoding the rest finds it.
+            commands = admissible_from_text(self.tokenizer.decode(list(prompt[head:]), skip_special_tokens=False))
+        if not commands:
+            commands = self.commands(self.tokenizer.decode(list(prompt), skip_special_tokens=False))
         if not commands:
             return None
         root: dict = {}
@@ -101,9 +106,10 @@ class AdmissibleGenerator(HFGenerator):
         from .rollout import cache_kwarg
 
         model, batch = self.model, len(prompts)
-        nodes = [self._trie(p) for p in prompts]
         device = next(model.parameters()).device
         heads = [h if _MIN_HEAD <= h < len(p) else 0 for h, p in zip(heads or [0] * batch, prompts, strict=True)]
+        tries: dict[tuple[int, ...], dict | None] = {}
+        nodes = [tries[k] if (k := tuple(p)) in tries else tries.setdefault(k, self._trie(p, h)) for p, h in zip(prompts, heads)]
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logps: list[list[float]] = [[] for _ in range(batch)]
         done = [False] * batch

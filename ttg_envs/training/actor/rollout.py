@@ -18,6 +18,7 @@ import numpy as np
 from ...agents.window import PromptWindow
 from ...core import Generation
 from ...wrappers.progress_meter import step_all
+from .segment_ids import text_ids
 
 __all__ = [
     "Episode",
@@ -269,7 +270,7 @@ def cache_kwarg(model: Any) -> str:
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
     """Token ids of ``messages`` through the chat template, ending with the assistant prompt."""
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return text_ids(tokenizer, text)
 
 
 def chat_head_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
@@ -281,7 +282,7 @@ def chat_head_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[in
 
     head = split_turns(messages)[0]
     text = tokenizer.apply_chat_template(list(head), tokenize=False, add_generation_prompt=False)
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return text_ids(tokenizer, text)
 
 
 def run_episodes(
