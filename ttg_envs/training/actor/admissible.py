@@ -179,7 +179,7 @@ class AdmissibleGenerator(HFGenerator):
         its attention mask and each row's last logits."""
         import torch
 
-        from .rollout import cache_kwarg
+        from .rollout import additive_mask, cache_kwarg
 
         model = self.model
         past, head_mask = self._head_kv(prompts, heads, head_cache, device)
@@ -196,7 +196,8 @@ class AdmissibleGenerator(HFGenerator):
         if past is not None:
             attention = torch.cat([head_mask, attention], dim=1)
             kwargs = {cache_kwarg(model): past}
-        out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
+        mask = additive_mask(attention, width, next(model.parameters()).dtype)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         return cache, attention, out.logits[:, -1].float()
 

@@ -25,6 +25,7 @@ __all__ = [
     "HFGenerator",
     "TokenGenerator",
     "VLLMGenerator",
+    "additive_mask",
     "cache_kwarg",
     "chat_head_ids",
     "chat_prompt_ids",
@@ -265,6 +266,25 @@ def cache_kwarg(model: Any) -> str:
 
     forward = getattr(model, "forward", model)
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def additive_mask(keys: Any, queries: int, dtype: Any = None) -> Any:
+    """A 4D ``dtype`` (default float32) attention mask ``[B, 1, queries, K]`` (0 where attended, the dtype's minimum
+    where not) for the last ``queries`` positions of ``K``, causal over the keys before them and
+    limited to ``keys`` (``[B, K]``, 1 for a real token; ``[1, K]`` for a mask every row shares).
+
+    Models take a 4D mask as it is. torch's CPU attention kernel runs its forward about a third
+    faster with an additive float mask than with the boolean one transformers builds (same
+    values); the minimum rather than -inf keeps a query that sees no key finite (a padding
+    position, whose output no real position reads).
+    """
+    import torch
+
+    dtype = dtype or torch.float32
+    width = keys.shape[1]
+    causal = torch.ones((queries, width), dtype=torch.bool, device=keys.device).tril(width - queries)
+    attended = causal[None, None] & keys.bool()[:, None, None, :]
+    return torch.zeros(attended.shape, dtype=dtype, device=keys.device).masked_fill_(~attended, torch.finfo(dtype).min)
 
 
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:

@@ -33,7 +33,7 @@ from ...registry import env_settings, turn_limit
 from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
-from .rollout import Episode, HFGenerator, TokenGenerator, cache_kwarg, run_episodes
+from .rollout import Episode, HFGenerator, TokenGenerator, additive_mask, cache_kwarg, run_episodes
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -569,8 +569,8 @@ class Trainer:
         (a task's system prompt and statement) runs once and its keys and values are repeated for
         every row (gradients flow back through the repeat), unless the model checkpoints
         activations (no cache then).
-        No attention mask is needed: every row is right-padded, and causal attention keeps a
-        row's padding out of its real positions.
+        Every row is right-padded, so the one causal mask (:func:`additive_mask`, given as 4D
+        floats for the faster kernel) keeps a row's padding out of its real positions.
         """
         torch = require("torch", "hf")
         device = next(model.parameters()).device
@@ -604,7 +604,8 @@ class Trainer:
         # Only the positions that predict action tokens go through the LM head: with long
         # multi-turn prompts and a 151k vocabulary, full-sequence logits would not fit.
         keep = torch.unique(index[mask.bool()])
-        logits = model(input_ids=ids.to(device), logits_to_keep=keep.to(device), **past).logits
+        causal = additive_mask(torch.ones((1, shared + width), device=device), width, next(model.parameters()).dtype)
+        logits = model(input_ids=ids.to(device), attention_mask=causal, logits_to_keep=keep.to(device), **past).logits
         slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
         picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
         logp = token_logprobs(picked, targets.to(device))
