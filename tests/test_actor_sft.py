@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -149,3 +151,27 @@ def test_segment_ids_equal_the_tokenizers_ids_of_the_whole_text(recorded):
     for sample in (text, text + text, "<|im_end|><|im_start|>", "no added token", text[5:-7], ""):
         assert segments(sample) == list(tokenizer(sample, add_special_tokens=False)["input_ids"])
     assert segments(text) == list(tokenizer(text, add_special_tokens=False)["input_ids"])  # remembered pieces
+
+
+def test_a_prefill_with_the_last_layer_on_the_last_position_keeps_the_cache_and_logits(recorded):
+    from ttg_envs.training.actor.last_layer import last_position_only
+    from ttg_envs.training.actor.rollout import additive_mask
+
+    _, _, _, tokenizer = recorded
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2, seed=0).eval()
+    ids = torch.randint(3, 200, (3, 40))
+    attention = torch.ones_like(ids)
+    attention[1, :7] = 0  # a left-padded row
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    outs = []
+    for trim in (False, True):
+        with torch.inference_mode(), last_position_only(model) if trim else contextlib.nullcontext(True) as applies:
+            assert applies
+            outs.append(
+                model(input_ids=ids, attention_mask=additive_mask(attention, 40), position_ids=positions, use_cache=True, logits_to_keep=1)
+            )
+    (full, trimmed) = outs
+    assert torch.allclose(full.logits, trimmed.logits, atol=1e-5)
+    for a, b in zip(full.past_key_values.layers, trimmed.past_key_values.layers):
+        assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+    assert "forward" not in vars(model.model.layers[-1])  # the layer is itself again
