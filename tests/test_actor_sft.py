@@ -153,8 +153,8 @@ def test_segment_ids_equal_the_tokenizers_ids_of_the_whole_text(recorded):
     assert segments(text) == list(tokenizer(text, add_special_tokens=False)["input_ids"])  # remembered pieces
 
 
-def test_a_prefill_with_the_last_layer_on_the_last_position_keeps_the_cache_and_logits(recorded):
-    from ttg_envs.training.actor.last_layer import last_position_only
+def test_a_prefill_with_the_last_layer_at_the_last_position_keeps_the_cache_and_logits(recorded):
+    from ttg_envs.training.actor.last_layer import last_layer_at
     from ttg_envs.training.actor.rollout import additive_mask
 
     _, _, _, tokenizer = recorded
@@ -165,7 +165,7 @@ def test_a_prefill_with_the_last_layer_on_the_last_position_keeps_the_cache_and_
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     outs = []
     for trim in (False, True):
-        with torch.inference_mode(), last_position_only(model) if trim else contextlib.nullcontext(True) as applies:
+        with torch.inference_mode(), last_layer_at(model) if trim else contextlib.nullcontext(True) as applies:
             assert applies
             outs.append(
                 model(input_ids=ids, attention_mask=additive_mask(attention, 40), position_ids=positions, use_cache=True, logits_to_keep=1)

@@ -421,3 +421,27 @@ def test_the_reference_pass_is_skipped_only_while_the_reference_is_the_policy(tm
     # The update moved the policy away from its reference: the next update runs the reference pass.
     trainer.update(rows, np.random.default_rng(2))
     assert passes[id(trainer)] == 1
+
+
+def test_the_last_layer_at_the_action_positions_gives_the_full_pass_and_gradients(tmp_path, tokenizer, monkeypatch):
+    import contextlib
+
+    from ttg_envs.training.actor import trainer as trainer_module
+
+    rows = _shared_prefix_rows(tokenizer)
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2, seed=0)
+    trainer = Trainer(_config(tmp_path, micro_batch_rows=6), model, tokenizer, meter=_meter())
+    results = []
+    for trim in (True, False):
+        if not trim:  # the full pass: every position through every layer
+            monkeypatch.setattr(trainer_module, "last_layer_at", lambda model, positions=None: contextlib.nullcontext(False))
+        trainer.model.zero_grad()
+        logp, entropy, mask = trainer._forward(trainer.model, rows, with_entropy=True)
+        ((logp * mask).sum() + (entropy * mask).sum()).backward()
+        results.append(
+            ((logp * mask).detach(), (entropy * mask).detach(), [p.grad.clone() for p in trainer.model.parameters()])
+        )  # padding apart
+    (a, b) = results
+    assert torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
+    for x, y in zip(a[2], b[2]):
+        assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .last_layer import last_position_only
+from .last_layer import last_layer_at
 from .rollout import HFGenerator
 
 __all__ = ["AdmissibleGenerator", "admissible_from_text"]
@@ -198,7 +198,7 @@ class AdmissibleGenerator(HFGenerator):
             attention = torch.cat([head_mask, attention], dim=1)
             kwargs = {cache_kwarg(model): past}
         mask = additive_mask(attention, width, next(model.parameters()).dtype)
-        with last_position_only(model):
+        with last_layer_at(model):
             out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         return cache, attention, out.logits[:, -1].float()

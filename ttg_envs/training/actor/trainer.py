@@ -32,6 +32,7 @@ from ...meters.timed import TimedMeter
 from ...registry import env_settings, turn_limit
 from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
+from .last_layer import last_layer_at
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
 from .rollout import Episode, HFGenerator, TokenGenerator, additive_mask, cache_kwarg, run_episodes
 
@@ -578,9 +579,13 @@ class Trainer:
         if shared < _MIN_SHARED_PREFIX or (model.training and _checkpoints(model)):
             shared = 0
         past: dict[str, Any] = {}
+        dtype = next(model.parameters()).dtype
         if shared:
             prefix = torch.tensor([rows[0].prompt[:shared]], device=device)
-            out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+            with last_layer_at(model):  # only the cache is read
+                out = model(
+                    input_ids=prefix, attention_mask=additive_mask(torch.ones_like(prefix), shared, dtype), use_cache=True, logits_to_keep=1
+                )
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             cache.batch_repeat_interleave(len(rows))
             past = {cache_kwarg(model): cache, "use_cache": True}
@@ -604,10 +609,15 @@ class Trainer:
         # Only the positions that predict action tokens go through the LM head: with long
         # multi-turn prompts and a 151k vocabulary, full-sequence logits would not fit.
         keep = torch.unique(index[mask.bool()])
-        causal = additive_mask(torch.ones((1, shared + width), device=device), width, next(model.parameters()).dtype)
-        logits = model(input_ids=ids.to(device), attention_mask=causal, logits_to_keep=keep.to(device), **past).logits
-        slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
-        picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
+        causal = additive_mask(torch.ones((1, shared + width), device=device), width, dtype)
+        # The last layer runs at the action-predicting positions alone where it can (last_layer_at).
+        with last_layer_at(model, index.to(device)) as picked_only:
+            if picked_only:
+                picked = model(input_ids=ids.to(device), attention_mask=causal, logits_to_keep=0, **past).logits
+        if not picked_only:
+            logits = model(input_ids=ids.to(device), attention_mask=causal, logits_to_keep=keep.to(device), **past).logits
+            slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
+            picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
         logp = token_logprobs(picked, targets.to(device))
         entropy = token_entropy(picked) if with_entropy else None
         return logp, entropy, mask.to(device)
