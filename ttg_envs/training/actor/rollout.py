@@ -281,10 +281,11 @@ def additive_mask(keys: Any, queries: int, dtype: Any = None) -> Any:
     import torch
 
     dtype = dtype or torch.float32
-    width = keys.shape[1]
-    causal = torch.ones((queries, width), dtype=torch.bool, device=keys.device).tril(width - queries)
-    attended = causal[None, None] & keys.bool()[:, None, None, :]
-    return torch.zeros(attended.shape, dtype=dtype, device=keys.device).masked_fill_(~attended, torch.finfo(dtype).min)
+    width, low = keys.shape[1], torch.finfo(dtype).min
+    after = torch.ones((queries, width), dtype=torch.bool, device=keys.device).tril(width - queries).logical_not_()
+    causal = torch.zeros((queries, width), dtype=dtype, device=keys.device).masked_fill_(after, low)
+    padding = torch.zeros(keys.shape, dtype=dtype, device=keys.device).masked_fill_(keys == 0, low)
+    return torch.minimum(causal[None, None], padding[:, None, None, :])  # one pass over the 4D mask
 
 
 def chat_prompt_ids(tokenizer: Any, messages: Sequence[dict[str, Any]]) -> list[int]:
