@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -100,6 +102,9 @@ def test_shared_heads_sample_as_the_full_prefill_does(recorded):
         return head_kv(prompts, heads, cache, device)
 
     shared._head_kv = counted
+    prefilled = []  # rows per prefill call: equal prompts (the first turn's, per task) run once
+    prefill = shared._prefill
+    shared._prefill = lambda prompts, *a: prefilled.append(len(prompts)) or prefill(prompts, *a)
     runs = []
     for generator in (shared, whole):
         torch.manual_seed(0)
@@ -107,6 +112,7 @@ def test_shared_heads_sample_as_the_full_prefill_does(recorded):
     # Every turn's prompts carry their head, and only the first turn runs the two tasks' heads.
     assert calls and all(all(h >= 16 for h in heads) for heads, _ in calls)
     assert [n for _, n in calls[1:]] == [2] * (len(calls) - 1)
+    assert prefilled[0] == 2 and sum(prefilled) < 4 * len(runs[0][0].actions)
     for a, b in zip(*runs):
         assert a.actions == b.actions and a.prompts == b.prompts
         assert max(abs(x - y) for la, lb in zip(a.logprobs, b.logprobs) for x, y in zip(la, lb)) < 1e-5
@@ -130,3 +136,42 @@ def test_admissible_from_text_reads_the_last_list():
     assert admissible_from_text(text) == ["take pen 1 from desk 1", "help"]
     assert admissible_from_text("no list") == []
     assert np.array_equal(np.array(admissible_from_text("Admissible actions: a")), np.array(["a"]))
+
+
+def test_segment_ids_equal_the_tokenizers_ids_of_the_whole_text(recorded):
+    from ttg_envs.training.actor.segment_ids import SegmentIds
+
+    _, _, _, tokenizer = recorded
+    env = gym.make("ttg/ALFWorld-v0", split="train", max_steps=5, action_format="lenient")
+    env.reset(seed=0, options={"task_index": TASK})
+    env.step("look")
+    text = tokenizer.apply_chat_template(list(env.unwrapped.messages), tokenize=False, add_generation_prompt=True)
+    segments = SegmentIds(tokenizer)
+    assert segments._split is not None  # the split applies to this tokenizer
+    for sample in (text, text + text, "<|im_end|><|im_start|>", "no added token", text[5:-7], ""):
+        assert segments(sample) == list(tokenizer(sample, add_special_tokens=False)["input_ids"])
+    assert segments(text) == list(tokenizer(text, add_special_tokens=False)["input_ids"])  # remembered pieces
+
+
+def test_a_prefill_with_the_last_layer_at_the_last_position_keeps_the_cache_and_logits(recorded):
+    from ttg_envs.training.actor.last_layer import last_layer_at
+    from ttg_envs.training.actor.rollout import additive_mask
+
+    _, _, _, tokenizer = recorded
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2, seed=0).eval()
+    ids = torch.randint(3, 200, (3, 40))
+    attention = torch.ones_like(ids)
+    attention[1, :7] = 0  # a left-padded row
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    outs = []
+    for trim in (False, True):
+        with torch.inference_mode(), last_layer_at(model) if trim else contextlib.nullcontext(True) as applies:
+            assert applies
+            outs.append(
+                model(input_ids=ids, attention_mask=additive_mask(attention, 40), position_ids=positions, use_cache=True, logits_to_keep=1)
+            )
+    (full, trimmed) = outs
+    assert torch.allclose(full.logits, trimmed.logits, atol=1e-5)
+    for a, b in zip(full.past_key_values.layers, trimmed.past_key_values.layers):
+        assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+    assert "forward" not in vars(model.model.layers[-1])  # the layer is itself again

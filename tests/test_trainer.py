@@ -377,3 +377,71 @@ def test_batched_meter_scoring_gives_the_stepwise_advantages(tmp_path, tokenizer
     assert [e.actions for e in batched] == [e.actions for e in stepwise]
     assert [[i.get("ttg_cost") for i in e.infos] for e in batched] == [[i.get("ttg_cost") for i in e.infos] for e in stepwise]
     np.testing.assert_allclose(np.nan_to_num(adv), np.nan_to_num(expected), rtol=1e-12, atol=1e-12)
+
+
+def test_equal_rows_run_once_and_give_the_per_row_update(tmp_path, tokenizer):
+    rows = _shared_prefix_rows(tokenizer)
+    rows = rows + [Row(r.prompt, r.action, -r.advantage) for r in rows[:5]]  # equal prompt and action, other advantages
+    once = Trainer(_config(tmp_path / "a", micro_batch_rows=6, mini_batch_rows=17), _model(tokenizer), tokenizer, meter=_meter())
+    each = Trainer(_config(tmp_path / "b", micro_batch_rows=6, mini_batch_rows=17), _model(tokenizer), tokenizer, meter=_meter())
+    each._forward = each._forward_distinct  # one computation per row, equal ones too
+    # micro_batch_rows counts distinct rows: an equal pair rides in one micro-batch.
+    micro = once._micro_batches(rows, range(len(rows)))
+    assert all(len({(tuple(rows[i].prompt), tuple(rows[i].action)) for i in m}) <= 6 for m in micro)
+    assert sorted(i for m in micro for i in m) == list(range(len(rows))) and max(len(m) for m in micro) > 6
+    for m in micro:
+        a, b = once._forward(once.model, [rows[i] for i in m], True), each._forward(each.model, [rows[i] for i in m], True)
+        for x, y in zip(a, b):
+            assert torch.allclose(x, y, atol=1e-6)
+    a, b = once.update(rows, np.random.default_rng(1)), each.update(rows, np.random.default_rng(1))
+    for name in ("loss", "pg_loss", "kl", "entropy", "grad_norm"):
+        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
+    for p, q in zip(once.model.parameters(), each.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
+def test_the_reference_pass_is_skipped_only_while_the_reference_is_the_policy(tmp_path, tokenizer):
+    """While the reference holds the policy's weights (the first step from the start) its log-probs
+    are the kept sampler's, which equal a reference pass's within 1e-5 per token: the same update."""
+    trainer = Trainer(_config(tmp_path / "a"), _model(tokenizer), tokenizer, meter=_meter())
+    episodes = trainer.rollout(np.random.default_rng(3))
+    adv = episode_advantages(episodes, "delta_ttg").double().numpy()
+    rows = [
+        Row(p, a, float(adv[b, t]), e.logprobs[t]) for b, e in enumerate(episodes) for t, (p, a) in enumerate(zip(e.prompts, e.actions))
+    ]
+    plain = Trainer(_config(tmp_path / "b"), _model(tokenizer), tokenizer, meter=_meter())
+    plain.reuse_reference = False
+    passes = {id(trainer): 0, id(plain): 0}
+    for t in (trainer, plain):
+        t.row_logprobs = lambda rows, model, t=t, own=t.row_logprobs: passes.__setitem__(id(t), passes[id(t)] + 1) or own(rows, model)
+    a, b = trainer.update(rows, np.random.default_rng(2)), plain.update(rows, np.random.default_rng(2))
+    assert (passes[id(trainer)], passes[id(plain)]) == (0, 1)
+    for name in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm"):
+        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
+    # The update moved the policy away from its reference: the next update runs the reference pass.
+    trainer.update(rows, np.random.default_rng(2))
+    assert passes[id(trainer)] == 1
+
+
+def test_the_last_layer_at_the_action_positions_gives_the_full_pass_and_gradients(tmp_path, tokenizer, monkeypatch):
+    import contextlib
+
+    from ttg_envs.training.actor import trainer as trainer_module
+
+    rows = _shared_prefix_rows(tokenizer)
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2, seed=0)
+    trainer = Trainer(_config(tmp_path, micro_batch_rows=6), model, tokenizer, meter=_meter())
+    results = []
+    for trim in (True, False):
+        if not trim:  # the full pass: every position through every layer
+            monkeypatch.setattr(trainer_module, "last_layer_at", lambda model, positions=None: contextlib.nullcontext(False))
+        trainer.model.zero_grad()
+        logp, entropy, mask = trainer._forward(trainer.model, rows, with_entropy=True)
+        ((logp * mask).sum() + (entropy * mask).sum()).backward()
+        results.append(
+            ((logp * mask).detach(), (entropy * mask).detach(), [p.grad.clone() for p in trainer.model.parameters()])
+        )  # padding apart
+    (a, b) = results
+    assert torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
+    for x, y in zip(a[2], b[2]):
+        assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .last_layer import last_layer_at
 from .rollout import HFGenerator
 
 __all__ = ["AdmissibleGenerator", "admissible_from_text"]
@@ -58,8 +59,13 @@ class AdmissibleGenerator(HFGenerator):
             ids = self._ids[command] = tuple(self.tokenizer(command, add_special_tokens=False)["input_ids"]) + (self.eos,)
         return ids
 
-    def _trie(self, prompt: Sequence[int]) -> dict | None:
-        commands = self.commands(self.tokenizer.decode(list(prompt), skip_special_tokens=False))
+    def _trie(self, prompt: Sequence[int], head: int = 0) -> dict | None:
+        commands = []
+        if head and self.commands is admissible_from_text:
+            # The last list is in the current observation, after the head: decoding the rest finds it.
+            commands = admissible_from_text(self.tokenizer.decode(list(prompt[head:]), skip_special_tokens=False))
+        if not commands:
+            commands = self.commands(self.tokenizer.decode(list(prompt), skip_special_tokens=False))
         if not commands:
             return None
         root: dict = {}
@@ -93,16 +99,18 @@ class AdmissibleGenerator(HFGenerator):
         system prompt and statement; 0: none). Each distinct head runs once and its keys and values
         are kept in ``head_cache`` (a dict the caller owns; it must not outlive the weights), so
         the batch's prefill covers only the rest of each prompt. The rows' log-probs equal the
-        unshared pass's to float rounding.
+        unshared pass's to float rounding. Equal prompts (rollouts of a task that have acted alike
+        so far) are prefilled once and decode as separate rows from copies of that cache.
         """
         import torch
 
         from .rollout import cache_kwarg
 
         model, batch = self.model, len(prompts)
-        nodes = [self._trie(p) for p in prompts]
         device = next(model.parameters()).device
         heads = [h if _MIN_HEAD <= h < len(p) else 0 for h, p in zip(heads or [0] * batch, prompts, strict=True)]
+        tries: dict[tuple[int, ...], dict | None] = {}
+        nodes = [tries[k] if (k := tuple(p)) in tries else tries.setdefault(k, self._trie(p, h)) for p, h in zip(prompts, heads)]
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logps: list[list[float]] = [[] for _ in range(batch)]
         done = [False] * batch
@@ -110,15 +118,27 @@ class AdmissibleGenerator(HFGenerator):
         model.eval()
         with torch.inference_mode():
             head_cache = {} if head_cache is None else head_cache
+            first: dict[tuple[tuple[int, ...], int], int] = {}
+            distinct: list[int] = []  # the first row of each distinct prompt
+            inverse = []
+            for i, (p, h) in enumerate(zip(prompts, heads)):
+                key = (tuple(p), h)
+                if key not in first:
+                    first[key] = len(distinct)
+                    distinct.append(i)
+                inverse.append(first[key])
             # Long batches prefill in buckets of similar length (sorted), so a short prompt is not
             # padded to the longest one of the batch; the buckets' caches then join for decoding.
-            if batch <= self.prefill_rows:
-                buckets = [list(range(batch))]
+            n = len(distinct)
+            if n <= self.prefill_rows:
+                buckets = [list(range(n))]
             else:
-                order = sorted(range(batch), key=lambda i: len(prompts[i]) - heads[i])
-                buckets = [order[lo : lo + self.prefill_rows] for lo in range(0, batch, self.prefill_rows)]
-            parts = [self._prefill([prompts[i] for i in b], [heads[i] for i in b], head_cache, device) for b in buckets]
-            cache, attention, logits = parts[0] if len(parts) == 1 else _join_prefills(parts, buckets, batch, model.config)
+                order = sorted(range(n), key=lambda j: len(prompts[distinct[j]]) - heads[distinct[j]])
+                buckets = [order[lo : lo + self.prefill_rows] for lo in range(0, n, self.prefill_rows)]
+            parts = [self._prefill([prompts[distinct[j]] for j in b], [heads[distinct[j]] for j in b], head_cache, device) for b in buckets]
+            cache, attention, logits = parts[0] if len(parts) == 1 else _join_prefills(parts, buckets, n, model.config)
+            if n < batch:
+                cache, attention, logits = _repeat_rows(cache, attention, logits, inverse, model.config)
             last = torch.tensor([len(p) - 1 for p in prompts], device=device).view(batch, 1)
             for _ in range(max_new_tokens):
                 raw = torch.log_softmax(logits, dim=-1)
@@ -160,7 +180,7 @@ class AdmissibleGenerator(HFGenerator):
         its attention mask and each row's last logits."""
         import torch
 
-        from .rollout import cache_kwarg
+        from .rollout import additive_mask, cache_kwarg
 
         model = self.model
         past, head_mask = self._head_kv(prompts, heads, head_cache, device)
@@ -177,7 +197,9 @@ class AdmissibleGenerator(HFGenerator):
         if past is not None:
             attention = torch.cat([head_mask, attention], dim=1)
             kwargs = {cache_kwarg(model): past}
-        out = model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
+        mask = additive_mask(attention, width, next(model.parameters()).dtype)
+        with last_layer_at(model):
+            out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1, **kwargs)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         return cache, attention, out.logits[:, -1].float()
 
@@ -247,6 +269,18 @@ def _join_prefills(parts, buckets: list[list[int]], batch: int, config):
         attention[index, width - mask.shape[1] :] = mask
         logits[index] = part_logits
     return joined, attention, logits
+
+
+def _repeat_rows(cache, attention, logits, index: list[int], config):
+    """The prefill of rows ``index`` (rows of a distinct prompts' prefill, repeated where prompts are equal)."""
+    import torch
+    from transformers import DynamicCache
+
+    rows = torch.tensor(index, device=attention.device)
+    repeated = DynamicCache(config=config)
+    for layer, kv in enumerate(cache.layers):
+        repeated.update(kv.keys[rows], kv.values[rows], layer)
+    return repeated, attention[rows], logits[rows]
 
 
 def _sample(scores, temperature: float, top_p: float):

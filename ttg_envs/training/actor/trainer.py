@@ -32,8 +32,9 @@ from ...meters.timed import TimedMeter
 from ...registry import env_settings, turn_limit
 from ..lora import AdapterOff, is_lora, load_adapter_weights
 from .advantages import ESTIMATORS, episode_advantages, no_signal_warning, varied_groups
+from .last_layer import last_layer_at
 from .loss import ActorLossConfig, actor_loss, token_entropy, token_logprobs
-from .rollout import Episode, HFGenerator, TokenGenerator, cache_kwarg, run_episodes
+from .rollout import Episode, HFGenerator, TokenGenerator, additive_mask, cache_kwarg, run_episodes
 
 __all__ = ["Row", "TrainConfig", "Trainer", "latest_checkpoint"]
 
@@ -53,7 +54,8 @@ class TrainConfig:
         group_size: rollouts per task, G.
         task_indices: the task pool (default: every task of the env).
         mini_batch_rows: turns per optimizer step; a step's rows are split into mini-batches.
-        micro_batch_rows: turns per forward pass (gradient accumulation inside a mini-batch).
+        micro_batch_rows: distinct turns per forward pass (gradient accumulation inside a
+            mini-batch); rows with the same prompt and action run once.
         save_every: checkpoint every this many steps (and at the end); 0 saves only at the end.
         dapo_max_batches, dapo_min_std: DAPO's dynamic sampling (table 4): at most this many
             rollout batches per step; groups with reward std below ``dapo_min_std`` are dropped.
@@ -164,6 +166,9 @@ class Trainer:
             trained model's (True); False recomputes them.
         share_prefix: run the prompt prefix a micro-batch shares once (True; equal results to
             float rounding).
+        reuse_reference: take the reference's log-probs from the kept sampler log-probs while the
+            reference holds exactly the policy's weights (the first step from the start), instead of
+            a reference pass (True; the same log-probs to float rounding).
     """
 
     def __init__(
@@ -206,6 +211,7 @@ class Trainer:
         # (bench_trainer.py).
         self.keep_sampler_logprobs = True
         self.share_prefix = True
+        self.reuse_reference = True
         self._said_recompute = False
 
     # ------------------------------------------------------------------ the loop
@@ -368,7 +374,11 @@ class Trainer:
             self._said_recompute = True
             _log.info("recomputing the rollout policy's log-probs (the sampler kept none, or it is not the trained model)")
         old = [list(r.old_logprobs) for r in rows] if kept else self.row_logprobs(rows, self.model)
-        ref = self.row_logprobs(rows, self.ref_model) if self.ref_model is not None else None
+        ref = None
+        if self.ref_model is not None:
+            # While the reference still is the policy, pi_ref = pi_old (both the sampled weights').
+            same = kept and self.reuse_reference and _same_weights(self.model, self.ref_model)
+            ref = old if same else self.row_logprobs(rows, self.ref_model)
         self.model.train()
         logged: dict[str, list[float]] = {}
         for _ in range(cfg.ppo_epochs):
@@ -467,23 +477,31 @@ class Trainer:
 
     # ------------------------------------------------------------------ internals
     def _micro_batches(self, rows: Sequence[Row], indices: Sequence[int]) -> list[list[int]]:
-        """``indices`` in micro-batches of at most ``micro_batch_rows`` rows with long shared prompt prefixes.
+        """``indices`` in micro-batches of at most ``micro_batch_rows`` distinct rows with long shared prompt prefixes.
 
-        Rows are ordered by prompt ids. With ``share_prefix`` a run longer than a micro-batch is
+        Rows are ordered by prompt and action ids, so equal rows are neighbours and count once
+        (:meth:`_forward` runs each once). With ``share_prefix`` a run longer than a micro-batch is
         cut where neighbouring prompts share the fewest tokens (between two tasks rather than inside
         one), so each micro-batch's shared prefix (:meth:`_forward`) is as long as the batch
-        allows; without it the ordered rows are cut every ``micro_batch_rows``.
+        allows; without it the ordered rows are cut every ``micro_batch_rows`` distinct ones.
         """
         order = _by_prompt(rows, indices)
+        groups: list[list[int]] = []  # runs of equal rows
+        for i in order:
+            if groups and rows[groups[-1][0]].prompt == rows[i].prompt and rows[groups[-1][0]].action == rows[i].action:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
         size = self.config.micro_batch_rows
         if not self.share_prefix:
-            return [order[lo : lo + size] for lo in range(0, len(order), size)]
-        common = [_shared_prefix([rows[a].prompt, rows[b].prompt]) for a, b in zip(order, order[1:])]
+            return [[i for g in groups[lo : lo + size] for i in g] for lo in range(0, len(groups), size)]
+        heads = [rows[g[0]].prompt for g in groups]
+        common = [_shared_prefix([a, b]) for a, b in zip(heads, heads[1:])]
         out: list[list[int]] = []
 
-        def cut(lo: int, hi: int) -> None:  # order[lo:hi]; common[k] joins order[k] and order[k + 1]
+        def cut(lo: int, hi: int) -> None:  # groups[lo:hi]; common[k] joins groups[k] and groups[k + 1]
             if hi - lo <= size:
-                out.append(order[lo:hi])
+                out.append([i for g in groups[lo:hi] for i in g])
                 return
             # The weakest join, nearest the middle on ties.
             joins = range(lo, hi - 1)
@@ -491,7 +509,7 @@ class Trainer:
             cut(lo, k + 1)
             cut(k + 1, hi)
 
-        cut(0, len(order))
+        cut(0, len(groups))
         return out
 
     def _sync_generator(self) -> None:
@@ -526,12 +544,34 @@ class Trainer:
     def _forward(self, model: Any, rows: Sequence[Row], with_entropy: bool):
         """Action-token log-probs ``[R, A]``, entropies (or None) and mask of rows, right-padded.
 
+        Rows with the same prompt and action run once; their results are repeated (gradients of
+        the copies add up in the one computation).
+        """
+        torch = require("torch", "hf")
+        first: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        distinct: list[Row] = []
+        inverse = []
+        for r in rows:
+            key = (tuple(r.prompt), tuple(r.action))
+            if key not in first:
+                first[key] = len(distinct)
+                distinct.append(r)
+            inverse.append(first[key])
+        if len(distinct) == len(rows):
+            return self._forward_distinct(model, rows, with_entropy)
+        logp, entropy, mask = self._forward_distinct(model, distinct, with_entropy)
+        index = torch.tensor(inverse, device=mask.device)
+        return logp[index], entropy[index] if entropy is not None else None, mask[index]
+
+    def _forward_distinct(self, model: Any, rows: Sequence[Row], with_entropy: bool):
+        """:meth:`_forward` of rows that are all different.
+
         With ``share_prefix`` (on by default, see ``__init__``), the prompt prefix all rows share
         (a task's system prompt and statement) runs once and its keys and values are repeated for
         every row (gradients flow back through the repeat), unless the model checkpoints
         activations (no cache then).
-        No attention mask is needed: every row is right-padded, and causal attention keeps a
-        row's padding out of its real positions.
+        Every row is right-padded, so the one causal mask (:func:`additive_mask`, given as 4D
+        floats for the faster kernel) keeps a row's padding out of its real positions.
         """
         torch = require("torch", "hf")
         device = next(model.parameters()).device
@@ -539,9 +579,13 @@ class Trainer:
         if shared < _MIN_SHARED_PREFIX or (model.training and _checkpoints(model)):
             shared = 0
         past: dict[str, Any] = {}
+        dtype = next(model.parameters()).dtype
         if shared:
             prefix = torch.tensor([rows[0].prompt[:shared]], device=device)
-            out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+            with last_layer_at(model):  # only the cache is read
+                out = model(
+                    input_ids=prefix, attention_mask=additive_mask(torch.ones_like(prefix), shared, dtype), use_cache=True, logits_to_keep=1
+                )
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             cache.batch_repeat_interleave(len(rows))
             past = {cache_kwarg(model): cache, "use_cache": True}
@@ -565,12 +609,30 @@ class Trainer:
         # Only the positions that predict action tokens go through the LM head: with long
         # multi-turn prompts and a 151k vocabulary, full-sequence logits would not fit.
         keep = torch.unique(index[mask.bool()])
-        logits = model(input_ids=ids.to(device), logits_to_keep=keep.to(device), **past).logits
-        slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
-        picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
+        causal = additive_mask(torch.ones((1, shared + width), device=device), width, dtype)
+        # The last layer runs at the action-predicting positions alone where it can (last_layer_at).
+        with last_layer_at(model, index.to(device)) as picked_only:
+            if picked_only:
+                picked = model(input_ids=ids.to(device), attention_mask=causal, logits_to_keep=0, **past).logits
+        if not picked_only:
+            logits = model(input_ids=ids.to(device), attention_mask=causal, logits_to_keep=keep.to(device), **past).logits
+            slot = torch.searchsorted(keep, index).clamp(max=len(keep) - 1)
+            picked = logits.gather(1, slot.to(device)[..., None].expand(-1, -1, logits.shape[-1]))
         logp = token_logprobs(picked, targets.to(device))
         entropy = token_entropy(picked) if with_entropy else None
         return logp, entropy, mask.to(device)
+
+
+def _same_weights(model: Any, other: Any) -> bool:
+    """Whether ``other`` holds exactly ``model``'s parameters and buffers (a LoRA reference never does:
+    it is the same model with its adapter off)."""
+    torch = require("torch", "hf")
+    if is_lora(model) or not hasattr(other, "state_dict"):
+        return False
+    mine, theirs = model.state_dict(), other.state_dict()
+    return mine.keys() == theirs.keys() and all(
+        a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(mine.values(), (theirs[k] for k in mine))
+    )
 
 
 def _checkpoints(model: Any) -> bool:
@@ -597,8 +659,8 @@ def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
 
 
 def _by_prompt(rows: Sequence[Row], indices: Sequence[int]) -> list[int]:
-    """``indices`` ordered by their rows' prompt ids, so rows sharing a prefix are neighbours."""
-    return sorted((int(i) for i in indices), key=lambda i: rows[i].prompt)
+    """``indices`` ordered by their rows' prompt (then action) ids, so rows sharing a prefix are neighbours."""
+    return sorted((int(i) for i in indices), key=lambda i: (rows[i].prompt, rows[i].action))
 
 
 def _pad(values: Sequence[Sequence[float]], like: Any) -> Any:
