@@ -236,9 +236,18 @@ class Zygote:
             return pid, conn
 
     def keep(self, pid: int) -> None:
-        """Spare ``pid`` (a branch app, a pid in the sandbox) from the sweeps until :meth:`kill` names it."""
-        if self._running():
-            self._ask({"op": "keep", "pid": int(pid)})
+        """Spare ``pid`` (a branch app, a pid in the sandbox) from the sweeps until :meth:`kill` names it.
+
+        Not answered: requests are served in order, so every later sweep knows it.
+        """
+        with self.awake(), self._lock:
+            if not self._running():
+                return
+            try:
+                self._control.send(json.dumps({"op": "keep", "pid": int(pid)}).encode())
+            except OSError as exc:
+                self._stop()
+                raise SandboxError(f"the sandbox fork server did not answer ({exc}); {self.output[-300:]}") from None
 
     def kill(self, pid: int) -> None:
         """Stop a child the fork server forked (in the OS sandbox: every process but the server)."""

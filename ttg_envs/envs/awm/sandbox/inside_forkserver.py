@@ -4,8 +4,8 @@ The zygote is started with ``python -c`` (so no caller module is ever re-importe
 FastAPI/SQLAlchemy once through :mod:`.inside_app`, and then serves a control socket
 (``AF_UNIX``/``SOCK_SEQPACKET``): ``{"op": "spawn", "target"}`` with one socket attached forks a
 child that closes the control socket, reads its job (JSON) from the attached socket and runs the
-target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` marks an app
-that an app forked for a branch (the parent stops that one itself, through a pidfd). Children are
+target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` (not answered)
+marks an app that an app forked for a branch (the parent stops that one itself, through a pidfd). Children are
 reaped by the zygote, so a pid it kills is never a recycled one; it is the sandbox's subreaper, so
 a branch app whose original stopped is reaped here too. In the OS sandbox, ``kill`` also stops every
 process there but the zygote, its live children and the kept apps (what apps forked on their own),
@@ -229,9 +229,8 @@ def main(control_fd: int, isolated: bool = False) -> None:
                 if isolated:
                     _clear_tmp()
                 control.send(b'{"ok": true}')
-            elif message["op"] == "keep":
+            elif message["op"] == "keep":  # not answered (the parent goes on at once)
                 kept.add(int(message["pid"]))
-                control.send(b'{"ok": true}')
             else:
                 control.send(b'{"error": "bad request"}')
             for fd in fds:
