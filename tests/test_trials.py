@@ -96,6 +96,28 @@ def test_an_awm_branch_stepped_with_another_text_undoes_its_early_call(crm_env, 
         env.close()
 
 
+def test_an_awm_env_whose_trials_are_all_dropped_takes_its_state_back(crm_env):
+    # The last trial took the env's own workspace; the env's next use loads the state again.
+    crm_env.reset(options={"task_id": "crm_1/0"})
+    crm_env.step(WRITE)
+    base = crm_env.unwrapped
+    key, fresh = base._state_key(), base.branch()
+    trials = base.start_trials([OTHER_WRITE, READ, WRITE])
+    assert trials[-1]._workspace.app is not None and base._lent is not None
+    for trial in trials:
+        trial.step(trial.actions[-1] if trial.actions else OTHER_WRITE)
+        trial.close()
+    for action in (OTHER_WRITE, READ, "All done."):  # a step first: its call takes the state back
+        a, b = crm_env.step(action), fresh.step(action)
+        assert (a[0], a[1], a[2], a[4]["state_key"]) == (b[0], b[1], b[2], b[4]["state_key"])
+    fresh.close()
+    crm_env.reset(options={"task_id": "crm_1/0"})
+    crm_env.step(WRITE)
+    for trial in base.start_trials([READ, OTHER_WRITE]):
+        trial.close()
+    assert base._state_key() == key  # so does a state key
+
+
 def test_unstepped_trial_branches_are_closed(crm_env, monkeypatch):
     crm_env.reset(options={"task_id": "crm_1/0"})
     closed = []

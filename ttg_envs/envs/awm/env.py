@@ -414,6 +414,9 @@ class AWMEnv(ToolEnv):
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
         self._armed: _Armed | None = None
+        # The database of this state while a trial branch holds this env's own workspace (start_trials).
+        self._lent: bytes | None = None
+        self._lend_next = False
 
     # ------------------------------------------------------------ ToolEnv hooks
     @property
@@ -553,9 +556,8 @@ class AWMEnv(ToolEnv):
         method, path, query, body = route.request(call.arguments)
         armed, self._armed = self._armed, None
         if armed is not None and armed.key != _request_key(method, path, query, body, route.has_body):
-            self._armed = armed
-            self._settle()
-            armed = None
+            self._armed, armed = armed, None
+        self._settle()  # another call sent early is undone; a lent workspace is taken back
         self._workspace.changing()
         try:
             if armed is None:
@@ -598,18 +600,27 @@ class AWMEnv(ToolEnv):
         )
 
     def start_trials(self, actions: Sequence[str | Generation], method: str = "auto") -> list[AWMEnv] | None:
-        """A branch per action, each made by forking this env's app and sent its action's first tool
-        call at once, so that its app works on the call while the next branch forks (on a machine of
-        several cores, the trials' calls overlap). Stepped with its action, a branch takes that
-        call's answer as its own; with anything else it first undoes the call (its database loaded
-        again, its app started anew). None (one after another) where branches replay."""
+        """A branch per action, each sent its action's first tool call at once, so that its app works
+        on the call while the next branch forks (on a machine of several cores, the trials' calls
+        overlap). Stepped with its action, a branch takes that call's answer as its own; with
+        anything else it first undoes the call (its database loaded again, its app started anew).
+
+        The last branch forks nothing: it takes this env's own workspace (folder, database and
+        running app) and this env keeps the database bytes. The guided step that follows adopts one
+        of the branches, which replaces this env's workspace anyway; if this env is used otherwise
+        first, it loads those bytes into a new workspace served by a fork of the scenario's warm app
+        (as a reset does). None (one after another) where branches replay."""
         snapshot = self._snapshot() if method != "replay" else None
         if snapshot is None:
             return None
         branches: list[AWMEnv] = []
         try:
-            for action in actions:
-                child = self.branch(method)
+            for i, action in enumerate(actions):
+                self._lend_next = i == len(actions) - 1 and self._answer is None
+                try:
+                    child = self.branch(method)
+                finally:
+                    self._lend_next = False
                 branches.append(child)
                 child._arm(action.text if isinstance(action, Generation) else action, snapshot[0])
         except BaseException:
@@ -644,10 +655,20 @@ class AWMEnv(ToolEnv):
             armed.error = exc
 
     def _settle(self) -> None:
-        """Undo a call sent early (:meth:`_arm`) that no step took: the database it started from, no app."""
+        """Undo a call sent early (:meth:`_arm`) that no step took (the database it started from, no
+        app), and take a workspace of this state again where this env lent its own (:meth:`start_trials`)."""
         armed, self._armed = self._armed, None
         if armed is not None:
             self._workspace.load(armed.data)
+        lent, self._lent = self._lent, None
+        if lent is not None:
+            ws, scenario = self._workspace, self.scenario
+            ws.load(lent)
+            try:
+                _, warm = ws.sandbox.warm_app(scenario, self._prepare(scenario), start_timeout=self.start_timeout, limits=self.limits)
+            except SandboxError:
+                return  # the next call starts an app
+            ws.fork_from(warm, self.start_timeout)
 
     def _state_key(self) -> str:
         self._settle()
@@ -659,14 +680,15 @@ class AWMEnv(ToolEnv):
         h.update(b"answered" if self._answer is not None else b"open")
         return h.hexdigest()[:32]
 
-    def _snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
+    def _snapshot(self) -> tuple[bytes, str | None, _Workspace, AWMEnv | None] | None:
         # A copy of the database (and of the app's process, when it runs) is the whole state only
         # when the app keeps nothing in memory that a restart would not rebuild.
         if not self.state_in_database:
             return None
         self._settle()
         try:
-            return self._workspace.read(reuse=True), self._answer, self._workspace
+            # Last: the env that lends the branch made of this snapshot its own workspace (start_trials).
+            return self._workspace.read(reuse=True), self._answer, self._workspace, self if self._lend_next else None
         except SandboxError:
             return None
 
@@ -681,11 +703,24 @@ class AWMEnv(ToolEnv):
         except SandboxError:
             return None
 
-    def _restore(self, snapshot: tuple[bytes, str | None, _Workspace]) -> None:
-        data, self._answer, source = snapshot
+    def _restore(self, snapshot: tuple) -> None:
+        data, self._answer, source, *lender = snapshot
+        if lender and lender[0] is not None and lender[0]._workspace is source:
+            self._borrow(lender[0], data)
+            return
         self._workspace.load(data)
         if source.sandbox is self._workspace.sandbox and self._answer is None:
             self._workspace.fork_from(source.app, self.tool_timeout)
+
+    def _borrow(self, lender: AWMEnv, data: bytes) -> None:
+        """Take ``lender``'s workspace (in state ``data``); ``lender`` gets this clone's empty one and keeps ``data``."""
+        mine, theirs = self._workspace, lender._workspace
+        self._finalizer.detach()
+        lender._finalizer.detach()
+        self._workspace, lender._workspace = theirs, mine
+        self._finalizer = weakref.finalize(self, theirs.close)
+        lender._finalizer = weakref.finalize(lender, mine.close)
+        lender._lent = data
 
     def _adopt(self, branch: AWMEnv) -> bool:
         # The branch's workspace (its episode folder, database and running app, in the same
@@ -699,18 +734,20 @@ class AWMEnv(ToolEnv):
         old, self._workspace = self._workspace, ws
         self._finalizer = weakref.finalize(self, ws.close)
         self._answer = branch._answer
+        self._lent = None  # a lent workspace is the branch's now, or closed with it
         old.close()
         return True
 
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
         clone._workspace = _Workspace(self._workspace.sandbox, self._workspace.memo)
-        clone._armed = None
+        clone._armed = clone._lent = None
+        clone._lend_next = False
         clone._finalizer = weakref.finalize(clone, clone._workspace.close)
         return clone
 
     def close(self) -> None:
         """Stop the app process and delete the episode folder."""
-        self._armed = None
+        self._armed = self._lent = None
         self._finalizer()
         super().close()
