@@ -400,8 +400,10 @@ def env(dataset):
 
 
 class _Side:
-    """Where an attack runs: the episode itself, a branch forked from the episode's running app, or
-    the episode after a guided step adopted such a branch (its workspace and app are the branch's).
+    """Where an attack runs: the episode itself, a branch forked from the episode's running app, the
+    episode after a guided step adopted such a branch (its workspace and app are the branch's), or a
+    guided step's trial branch (``start_trials``: forked and sent its first call at once; the other
+    trial took the episode's own workspace, which the episode then takes again).
 
     ``open()`` gives the env to attack (its counter at ``base``), ``stop()`` stops its app (a reset
     of the episode; closing the branch), ``intact()`` checks the episode afterwards.
@@ -409,7 +411,7 @@ class _Side:
 
     def __init__(self, env, kind: str):
         self.env, self.kind, self.target, self.stopped = env, kind, None, False
-        self.base = {"episode": 0, "branch": 1, "adopted": 3}[kind]
+        self.base = {"episode": 0, "branch": 1, "adopted": 3, "trial": 3}[kind]
 
     def open(self):
         _fresh(self.env)
@@ -426,13 +428,22 @@ class _Side:
             assert self.env._workspace is trial._workspace and _call(self.env, "bump") == {"n": 3}
             self.target = self.env
             return self.env
+        if self.kind == "trial":
+            text = call_text("bump", {})
+            self.target, lent = self.env.start_trials([text, text + " "], "snapshot")
+            assert lent._workspace.app is not None and self.env._lent is not None
+            assert self.target.step(text)[0] == lent.step(text + " ")[0]
+            lent.close()
+            assert _call(self.target, "bump") == {"n": 3}
+            assert self.target._workspace.app is not None
+            return self.target
         self.target = branch(self.env, "snapshot")
         assert self.target.unwrapped._workspace.app is not None
         return self.target
 
     def stop(self) -> None:
         self.stopped = True
-        if self.kind != "branch":
+        if self.kind not in ("branch", "trial"):
             _fresh(self.env)
         elif self.target is not None:
             self.target.close()
@@ -441,15 +452,15 @@ class _Side:
     def intact(self) -> None:
         # A reset episode counts from 0 (an episode not reset goes on from base); the branch's
         # original still holds its own 1.
-        expected = 2 if self.kind == "branch" else 1 if self.stopped else self.base + 1
+        expected = 2 if self.kind in ("branch", "trial") else 1 if self.stopped else self.base + 1
         assert _call(self.env, "bump") == {"n": expected}
 
 
-@pytest.fixture(params=["episode", "branch", "adopted"])
+@pytest.fixture(params=["episode", "branch", "adopted", "trial"])
 def side(env, request):
     side = _Side(env, request.param)
     yield side
-    if side.kind == "branch" and side.target is not None:
+    if side.kind in ("branch", "trial") and side.target is not None:
         side.target.close()
 
 

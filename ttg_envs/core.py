@@ -239,6 +239,14 @@ class TextEnv(gym.Env[str, str]):
         """Make this (cloned) env's engine state equal to ``snapshot``."""
         raise NotImplementedError
 
+    def start_trials(self, actions: Sequence[str | Generation], method: str = "auto") -> list[TextEnv] | None:
+        """Hook: one :meth:`branch` per action with the engine's work of stepping that action in it
+        already under way, all at once (AWM: every branch's app works on its first call while the
+        next branch forks), for :func:`~ttg_envs.wrappers.branching.try_actions`. Each branch,
+        stepped with its action, returns what a fresh branch would. None (the default): the trials
+        branch and step one after another."""
+        return None
+
     def _fallback_snapshot(self) -> Any:
         """A snapshot for :meth:`_restore` to branch from when a replay diverged, or None (the
         divergence is raised). For engines whose replays are preferred but which can copy their

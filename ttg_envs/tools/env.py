@@ -99,6 +99,14 @@ class ToolEnv(TextEnv):
         response = parse_tool_calls(text, tool_index(self.callable_tools))
         return ParsedAction(None, response.error) if response.error else ParsedAction(response)
 
+    def call_error(self, call: ToolCall, index: dict[str, Tool] | None = None) -> str | None:
+        """Why :meth:`_run_calls` would not execute ``call`` (its validation or bounds error), or None.
+
+        ``index``: :func:`~ttg_envs.tools.schema.tool_index` of :attr:`callable_tools`, where the caller has it.
+        """
+        index = tool_index(self.callable_tools) if index is None else index
+        return validate_call(call, index, check_types=self.check_argument_types) or _bounded(call)
+
     def _run_calls(self, response: ParsedResponse, execute: Callable[[ToolCall], str]) -> ToolTurn:
         """Validate and execute ``response.calls`` in order with ``execute(call) -> result text``.
 
@@ -121,7 +129,7 @@ class ToolEnv(TextEnv):
             if bound is not None:
                 error = f"Not run: {bound}."
             else:
-                error = validate_call(call, index, check_types=self.check_argument_types) or _bounded(call)
+                error = self.call_error(call, index)
             if error is None:
                 try:
                     result = execute(call)

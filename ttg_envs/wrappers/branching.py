@@ -8,28 +8,32 @@ branch has the same wrappers and the same future as the original.
 from __future__ import annotations
 
 import copy
+from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Sequence
 
 import gymnasium as gym
 
 from ..core import Generation, TextEnv
 
 
-def branch(env: gym.Env, method: str = "auto") -> gym.Env:
+def branch(env: gym.Env, method: str = "auto", base: TextEnv | None = None) -> gym.Env:
     """An independent copy of ``env`` (with all its wrappers) in the same state.
 
     Wrappers that keep per-episode state define ``branch_onto(inner)``; any other gymnasium
-    wrapper is shallow-copied onto the branched inner env.
+    wrapper is shallow-copied onto the branched inner env. ``base``: a branch of the innermost env
+    made already (:meth:`TextEnv.start_trials`), to put the wrappers' copies around.
     """
     if isinstance(env, gym.Wrapper):
-        inner = branch(env.env, method)
+        inner = branch(env.env, method, base)
         hook = getattr(env, "branch_onto", None)
         if hook is not None:
             return hook(inner)
         clone = copy.copy(env)
         clone.env = inner
         return clone
+    if base is not None:
+        return base
     if isinstance(env, TextEnv) or callable(getattr(env, "branch", None)):  # a TextEnv, or a RemoteEnv (forks its session)
         return env.branch(method)
     raise TypeError(f"cannot branch {type(env).__name__}: the innermost env must be a ttg_envs TextEnv or RemoteEnv")
@@ -86,11 +90,35 @@ def offer_trial(env: gym.Env, trial: Trial) -> bool:
     return base.offer_step(branched)
 
 
+def trial_branches(env: gym.Env, actions: Sequence[str | Generation], method: str = "auto") -> Iterator[gym.Env]:
+    """A branch of ``env`` (its whole stack) for each of ``actions``, in order, to step that action in.
+
+    Where the innermost env offers :meth:`TextEnv.start_trials`, every branch comes from it at once
+    (the engine's work of all the trials under way together); else each is made when asked for, after
+    the previous one was stepped. Branches made but not handed out (the caller stopped early) are closed.
+    """
+    base = env.unwrapped
+    made = base.start_trials(actions, method) if isinstance(base, TextEnv) else None
+    if made is None:
+        for _ in actions:
+            yield branch(env, method)
+        return
+    given = 0
+    try:
+        for inner in made:
+            given += 1
+            yield branch(env, method, inner)
+    finally:
+        for inner in made[given:]:
+            inner.close()
+
+
 def try_actions(env: gym.Env, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
     """Step each action in a fresh branch of ``env``; ``env`` itself is left untouched."""
+    actions = list(actions)
     trials = []
-    for action in actions:
-        child = branch(env, method)
-        obs, reward, terminated, truncated, info = child.step(action)
-        trials.append(Trial(action, obs, reward, terminated, truncated, info, child))
+    with closing(trial_branches(env, actions, method)) as children:
+        for action, child in zip(actions, children):
+            obs, reward, terminated, truncated, info = child.step(action)
+            trials.append(Trial(action, obs, reward, terminated, truncated, info, child))
     return trials

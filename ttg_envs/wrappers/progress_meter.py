@@ -12,6 +12,7 @@ selector never prefers an unreadable branch; trainers check ``ttg_valid`` (paper
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 from typing import Any
 
 import gymnasium as gym
@@ -21,7 +22,7 @@ from .. import registry
 from ..core import Generation
 from ..credit import step_costs
 from ..meters.base import Estimate, ProgressMeter
-from .branching import BranchableWrapper, Trial, branch, find_wrapper, try_actions
+from .branching import BranchableWrapper, Trial, find_wrapper, trial_branches, try_actions
 
 
 def estimate_costs(estimates: Sequence[Estimate], failure_cost: float) -> np.ndarray:
@@ -251,18 +252,19 @@ def score_actions(env: gym.Env, actions: Iterable[str | Generation], method: str
         if all("ttg_delta" in t.info for t in trials):
             return trials
         raise ValueError("the env stack has no ProgressMeterWrapper and its server adds no meter fields (ttg serve --meter)")
+    actions = list(actions)
     trials: list[Trial] = []
     waiting: list[tuple[ProgressMeterWrapper, Trial]] = []
-    for action in actions:
-        child = branch(env, method)
-        wrapper = find_meter_wrapper(child)
-        wrapper._defer = True
-        obs, reward, terminated, truncated, info = child.step(action)
-        wrapper._defer = False
-        trial = Trial(action, obs, reward, terminated, truncated, info, child)
-        trials.append(trial)
-        if wrapper._pending is not None:
-            waiting.append((wrapper, trial))
+    with closing(trial_branches(env, actions, method)) as children:
+        for action, child in zip(actions, children):
+            wrapper = find_meter_wrapper(child)
+            wrapper._defer = True
+            obs, reward, terminated, truncated, info = child.step(action)
+            wrapper._defer = False
+            trial = Trial(action, obs, reward, terminated, truncated, info, child)
+            trials.append(trial)
+            if wrapper._pending is not None:
+                waiting.append((wrapper, trial))
     if waiting:
         meter = waiting[0][0].meter
         estimates = _score_pending(meter, [w._pending for w, _ in waiting])

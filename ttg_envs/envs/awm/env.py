@@ -20,16 +20,16 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..._optional import require
-from ...core import StepOutcome
+from ...core import Generation, StepOutcome
 from ...registry import turn_limit
 from ...tools import ParsedResponse, Tool, ToolCall, ToolEnv
-from ...tools.bounds import BoundExceeded
+from ...tools.bounds import MAX_CALLS_PER_STEP, BoundExceeded
 from .format import Scenario, load_scenarios
 from .openapi import Route, tools_from_openapi
 from .sandbox import host_bwrap, host_cgroup, host_db, host_folder
@@ -74,6 +74,24 @@ class _Prepared:
     initial_digest: str = ""
     tools: list[Tool] | None = None
     routes: dict[str, Route] | None = None
+
+
+@dataclass
+class _Armed:
+    """A branch's first call sent to its app before the step asked for it (:meth:`AWMEnv.start_trials`).
+
+    ``key``: the request (:func:`_request_key`); ``data``: the database the branch started from,
+    loaded again when the step turns out not to make that call; ``error``: what sending it raised,
+    raised again where the step would have met it.
+    """
+
+    key: str
+    data: bytes
+    error: Exception | None = None
+
+
+def _request_key(method: str, path: str, query: dict[str, Any], body: Any, has_body: bool) -> str:
+    return json.dumps([method, path, query, body if has_body else None, has_body], sort_keys=True)
 
 
 def trust_domain(scenario: Scenario) -> str:
@@ -395,6 +413,10 @@ class AWMEnv(ToolEnv):
         self._workspace = _Workspace(_Sandbox.take(sandbox, first), host_db.SnapshotMemo())
         self._finalizer = weakref.finalize(self, self._workspace.close)
         self._answer: str | None = None
+        self._armed: _Armed | None = None
+        # The database of this state while a trial branch holds this env's own workspace (start_trials).
+        self._lent: bytes | None = None
+        self._lend_next = False
 
     # ------------------------------------------------------------ ToolEnv hooks
     @property
@@ -435,6 +457,7 @@ class AWMEnv(ToolEnv):
         task = self.tasks[index]
         scenario = self.scenarios[task.scenario]
         prepared = self._prepare(scenario)
+        self._settle()
         ws = self._workspace
         if ws.sandbox.domain == self._domain(scenario):
             try:
@@ -492,7 +515,9 @@ class AWMEnv(ToolEnv):
     def _apply(self, response: ParsedResponse) -> StepOutcome:
         if response.calls:
             turn = self._run_calls(response, self._execute)
+            self._settle()  # a call sent early that the turn did not run is undone
             return turn.outcome()
+        self._settle()
         if not _final_answer(response.content):
             # The same rule as every env: an empty reply is an invalid step, not an (empty) final answer.
             error = "Empty response: call a tool, or write the final answer (a reply without tool calls ends the episode)."
@@ -529,9 +554,18 @@ class AWMEnv(ToolEnv):
         scenario = self.scenario
         route = self._prepared[scenario.name].routes[call.name]
         method, path, query, body = route.request(call.arguments)
+        armed, self._armed = self._armed, None
+        if armed is not None and armed.key != _request_key(method, path, query, body, route.has_body):
+            self._armed, armed = armed, None
+        self._settle()  # another call sent early is undone; a lent workspace is taken back
         self._workspace.changing()
         try:
-            status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body, timeout=self.tool_timeout)
+            if armed is None:
+                status, text = self._app(scenario).request(method, path, query, body, has_body=route.has_body, timeout=self.tool_timeout)
+            elif armed.error is not None:
+                raise armed.error
+            else:
+                status, text = self._workspace.app.response(self.tool_timeout)
         except SandboxTimeout:
             self._workspace.app = None
             self._check_disk(call)
@@ -565,7 +599,79 @@ class AWMEnv(ToolEnv):
             "its files but the database removed"
         )
 
+    def start_trials(self, actions: Sequence[str | Generation], method: str = "auto") -> list[AWMEnv] | None:
+        """A branch per action, each sent its action's first tool call at once, so that its app works
+        on the call while the next branch forks (on a machine of several cores, the trials' calls
+        overlap). Stepped with its action, a branch takes that call's answer as its own; with
+        anything else it first undoes the call (its database loaded again, its app started anew).
+
+        The last branch forks nothing: it takes this env's own workspace (folder, database and
+        running app) and this env keeps the database bytes. The guided step that follows adopts one
+        of the branches, which replaces this env's workspace anyway; if this env is used otherwise
+        first, it loads those bytes into a new workspace served by a fork of the scenario's warm app
+        (as a reset does). None (one after another) where branches replay."""
+        snapshot = self._snapshot() if method != "replay" else None
+        if snapshot is None:
+            return None
+        branches: list[AWMEnv] = []
+        try:
+            for i, action in enumerate(actions):
+                self._lend_next = i == len(actions) - 1 and self._answer is None
+                try:
+                    child = self.branch(method)
+                finally:
+                    self._lend_next = False
+                branches.append(child)
+                child._arm(action.text if isinstance(action, Generation) else action, snapshot[0])
+        except BaseException:
+            for child in branches:
+                child.close()
+            raise
+        return branches
+
+    def _arm(self, text: Any, data: bytes) -> None:
+        """Send the first tool call that a step with ``text`` would make to the app, if it makes one
+        (``data``: the database this branch holds now)."""
+        if not isinstance(text, str) or len(text) > self.max_action_chars or self._answer is not None:
+            return
+        parsed = self.parse_action(text)
+        calls = parsed.command.calls if parsed.error is None else []
+        if not calls or len(calls) > MAX_CALLS_PER_STEP:
+            return
+        call = calls[0].with_id(f"call_{self.elapsed_steps}_0")
+        route = (self._prepared[self.scenario.name].routes or {}).get(call.name)
+        if route is None or self.call_error(call) is not None:
+            return
+        try:
+            method, path, query, body = route.request(call.arguments)
+            key = _request_key(method, path, query, body, route.has_body)
+        except Exception:  # the step meets it itself
+            return
+        self._armed = armed = _Armed(key, data)
+        self._workspace.changing()
+        try:
+            self._app(self.scenario).send_request(method, path, query, body, has_body=route.has_body)
+        except Exception as exc:  # raised again by the step's call, where sending it would have raised it
+            armed.error = exc
+
+    def _settle(self) -> None:
+        """Undo a call sent early (:meth:`_arm`) that no step took (the database it started from, no
+        app), and take a workspace of this state again where this env lent its own (:meth:`start_trials`)."""
+        armed, self._armed = self._armed, None
+        if armed is not None:
+            self._workspace.load(armed.data)
+        lent, self._lent = self._lent, None
+        if lent is not None:
+            ws, scenario = self._workspace, self.scenario
+            ws.load(lent)
+            try:
+                _, warm = ws.sandbox.warm_app(scenario, self._prepare(scenario), start_timeout=self.start_timeout, limits=self.limits)
+            except SandboxError:
+                return  # the next call starts an app
+            ws.fork_from(warm, self.start_timeout)
+
     def _state_key(self) -> str:
+        self._settle()
         h = hashlib.sha256(self.current_task.id.encode())
         try:
             h.update(self._workspace.memo.digest(self._workspace.read(reuse=True)).encode())
@@ -574,19 +680,22 @@ class AWMEnv(ToolEnv):
         h.update(b"answered" if self._answer is not None else b"open")
         return h.hexdigest()[:32]
 
-    def _snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
+    def _snapshot(self) -> tuple[bytes, str | None, _Workspace, AWMEnv | None] | None:
         # A copy of the database (and of the app's process, when it runs) is the whole state only
         # when the app keeps nothing in memory that a restart would not rebuild.
         if not self.state_in_database:
             return None
+        self._settle()
         try:
-            return self._workspace.read(reuse=True), self._answer, self._workspace
+            # Last: the env that lends the branch made of this snapshot its own workspace (start_trials).
+            return self._workspace.read(reuse=True), self._answer, self._workspace, self if self._lend_next else None
         except SandboxError:
             return None
 
     def _fallback_snapshot(self) -> tuple[bytes, str | None, _Workspace] | None:
         # A replay diverged (an app whose state is not all in its database): a fork of the running
         # app carries its memory, so it is this state; without a running app there is no copy.
+        self._settle()
         if self._workspace.app is None or not self._workspace.app.alive or self._answer is not None:
             return None
         try:
@@ -594,15 +703,29 @@ class AWMEnv(ToolEnv):
         except SandboxError:
             return None
 
-    def _restore(self, snapshot: tuple[bytes, str | None, _Workspace]) -> None:
-        data, self._answer, source = snapshot
+    def _restore(self, snapshot: tuple) -> None:
+        data, self._answer, source, *lender = snapshot
+        if lender and lender[0] is not None and lender[0]._workspace is source:
+            self._borrow(lender[0], data)
+            return
         self._workspace.load(data)
         if source.sandbox is self._workspace.sandbox and self._answer is None:
             self._workspace.fork_from(source.app, self.tool_timeout)
 
+    def _borrow(self, lender: AWMEnv, data: bytes) -> None:
+        """Take ``lender``'s workspace (in state ``data``); ``lender`` gets this clone's empty one and keeps ``data``."""
+        mine, theirs = self._workspace, lender._workspace
+        self._finalizer.detach()
+        lender._finalizer.detach()
+        self._workspace, lender._workspace = theirs, mine
+        self._finalizer = weakref.finalize(self, theirs.close)
+        lender._finalizer = weakref.finalize(lender, mine.close)
+        lender._lent = data
+
     def _adopt(self, branch: AWMEnv) -> bool:
         # The branch's workspace (its episode folder, database and running app, in the same
         # sandbox) becomes this env's; this env's own is closed, as the branch's close would have.
+        branch._settle()
         ws = branch._workspace
         if ws.sandbox is not self._workspace.sandbox or ws._closed:
             return False
@@ -611,16 +734,20 @@ class AWMEnv(ToolEnv):
         old, self._workspace = self._workspace, ws
         self._finalizer = weakref.finalize(self, ws.close)
         self._answer = branch._answer
+        self._lent = None  # a lent workspace is the branch's now, or closed with it
         old.close()
         return True
 
     def _clone(self) -> AWMEnv:
         clone = super()._clone()
         clone._workspace = _Workspace(self._workspace.sandbox, self._workspace.memo)
+        clone._armed = clone._lent = None
+        clone._lend_next = False
         clone._finalizer = weakref.finalize(clone, clone._workspace.close)
         return clone
 
     def close(self) -> None:
         """Stop the app process and delete the episode folder."""
+        self._armed = self._lent = None
         self._finalizer()
         super().close()

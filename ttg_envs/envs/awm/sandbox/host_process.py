@@ -236,9 +236,18 @@ class Zygote:
             return pid, conn
 
     def keep(self, pid: int) -> None:
-        """Spare ``pid`` (a branch app, a pid in the sandbox) from the sweeps until :meth:`kill` names it."""
-        if self._running():
-            self._ask({"op": "keep", "pid": int(pid)})
+        """Spare ``pid`` (a branch app, a pid in the sandbox) from the sweeps until :meth:`kill` names it.
+
+        Not answered: requests are served in order, so every later sweep knows it.
+        """
+        with self.awake(), self._lock:
+            if not self._running():
+                return
+            try:
+                self._control.send(json.dumps({"op": "keep", "pid": int(pid)}).encode())
+            except OSError as exc:
+                self._stop()
+                raise SandboxError(f"the sandbox fork server did not answer ({exc}); {self.output[-300:]}") from None
 
     def kill(self, pid: int) -> None:
         """Stop a child the fork server forked (in the OS sandbox: every process but the server)."""
@@ -325,12 +334,20 @@ class Child:
     def ask(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send ``message`` and wait for the reply."""
         with self._zygote.awake():
-            try:
-                self._conn.send_bytes(json.dumps(message).encode("utf-8"))
-            except (OSError, ValueError) as exc:
-                self.kill()
-                raise SandboxError(f"the sandboxed process is gone ({type(exc).__name__})") from None
+            self._send(message)
             return self._receive(timeout)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send ``message`` without waiting (its reply is :meth:`receive`'s)."""
+        with self._zygote.awake():
+            self._send(message)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        try:
+            self._conn.send_bytes(json.dumps(message).encode("utf-8"))
+        except (OSError, ValueError) as exc:
+            self.kill()
+            raise SandboxError(f"the sandboxed process is gone ({type(exc).__name__})") from None
 
     @property
     def alive(self) -> bool:
@@ -436,10 +453,19 @@ class AppProcess:
 
     def request(self, method: str, path: str, query: dict[str, Any], body: Any, *, has_body: bool, timeout: float) -> tuple[int, str]:
         """One HTTP request to the app: ``(status, body text)``."""
+        self.send_request(method, path, query, body, has_body=has_body)
+        return self.response(timeout)
+
+    def send_request(self, method: str, path: str, query: dict[str, Any], body: Any, *, has_body: bool) -> None:
+        """The first half of :meth:`request`: send it, and return while the app works on it."""
         message: dict[str, Any] = {"method": method, "path": path, "query": query}
         if has_body:
             message["body"] = body
-        reply = self._child.ask(message, timeout)
+        self._child.send(message)
+
+    def response(self, timeout: float) -> tuple[int, str]:
+        """The second half of :meth:`request`: the app's answer to the request sent last."""
+        reply = self._child.receive(timeout)
         if not reply.get("ok"):
             raise SandboxError(str(reply.get("error", "the request failed")))
         status, text = reply.get("status"), reply.get("body")

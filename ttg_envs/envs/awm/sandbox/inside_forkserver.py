@@ -4,19 +4,20 @@ The zygote is started with ``python -c`` (so no caller module is ever re-importe
 FastAPI/SQLAlchemy once through :mod:`.inside_app`, and then serves a control socket
 (``AF_UNIX``/``SOCK_SEQPACKET``): ``{"op": "spawn", "target"}`` with one socket attached forks a
 child that closes the control socket, reads its job (JSON) from the attached socket and runs the
-target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` marks an app
-that an app forked for a branch (the parent stops that one itself, through a pidfd). Children are
-reaped by the zygote, so a pid it kills is never a recycled one; the zygote is the subreaper of the
-sandbox, so a branch app whose original stopped is reaped here too. In the OS sandbox, ``kill`` also
-stops every process there but the zygote, its live children and the kept apps (what apps forked on
-their own); ``kill`` of a kept pid releases it to that sweep. ``{"op": "clear_tmp"}`` empties the
-sandbox's private ``/tmp`` (in the OS sandbox only: elsewhere ``/tmp`` is the host's).
+target; ``{"op": "kill", "pid"}`` stops a child it forked; ``{"op": "keep", "pid"}`` (not answered)
+marks an app that an app forked for a branch (the parent stops that one itself, through a pidfd). Children are
+reaped by the zygote, so a pid it kills is never a recycled one; it is the sandbox's subreaper, so
+a branch app whose original stopped is reaped here too. In the OS sandbox, ``kill`` also stops every
+process there but the zygote, its live children and the kept apps (what apps forked on their own),
+once the killed one is gone (:class:`_Dying`; ``kill`` of a kept pid releases it to that sweep).
+``{"op": "clear_tmp"}`` empties the sandbox's private ``/tmp`` (in the OS sandbox only).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -111,10 +112,43 @@ def _sweep(live: set[int], kept: set[int]) -> None:
                 pass
 
 
-def _wait_gone(pid: int, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.001)
+#: Seconds a killed process may take to go before it is swept anyway.
+GONE_TIMEOUT = 5.0
+#: How often (seconds) the zygote looks, between requests, whether a killed process is gone.
+GONE_POLL = 0.002
+
+
+class _Dying:
+    """Processes killed at the parent's request that may not be gone yet; once one is, :func:`_sweep` runs.
+
+    ``kill`` is answered at once, and the zygote looks between requests (every :data:`GONE_POLL`
+    seconds) for what has gone, so a burst of closes never waits on each exit; a sweep request
+    (``kill`` of pid 0) and ``clear_tmp`` first wait for every one of them and sweep.
+    """
+
+    def __init__(self) -> None:
+        self.deadlines: dict[int, float] = {}
+
+    def add(self, pid: int) -> None:
+        self.deadlines[pid] = time.monotonic() + GONE_TIMEOUT
+
+    def settle(self, live: set[int], kept: set[int], wait: bool = False) -> None:
+        """Sweep when any of them is gone (or late); with ``wait``, until none is left."""
+        while self.deadlines:
+            _reap_all(live)
+            now = time.monotonic()
+            gone = [pid for pid, at in self.deadlines.items() if pid not in live and (not _running(pid) or now >= at)]
+            late = [pid for pid, at in self.deadlines.items() if pid in live and now >= at]
+            for pid in late:  # a direct child that does not exit: it is reaped by the sweep's round
+                live.discard(pid)
+            for pid in gone + late:
+                del self.deadlines[pid]
+            if gone or late:
+                _sweep(live, kept)
+            if not wait:
+                return
+            if self.deadlines:
+                time.sleep(0.001)
 
 
 def _mounted_under_tmp() -> set[str]:
@@ -152,8 +186,11 @@ def main(control_fd: int, isolated: bool = False) -> None:
     control = socket.socket(fileno=control_fd)
     live: set[int] = set()
     kept: set[int] = set()
+    dying = _Dying()
     try:
         while True:
+            while dying.deadlines and not select.select([control], [], [], GONE_POLL)[0]:
+                dying.settle(live, kept)
             try:
                 data, fds, _, _ = socket.recv_fds(control, 4096, 1)
             except OSError:
@@ -161,6 +198,7 @@ def main(control_fd: int, isolated: bool = False) -> None:
             if not data:
                 break
             _reap_all(live)
+            dying.settle(live, kept)
             message = json.loads(data)
             if message["op"] == "spawn" and fds and message.get("target") in TARGETS:
                 pid = os.fork()
@@ -175,23 +213,24 @@ def main(control_fd: int, isolated: bool = False) -> None:
             elif message["op"] == "kill":
                 pid = int(message["pid"])
                 if pid in live:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    live.discard(pid)
-                was_kept = pid in kept
-                kept.discard(pid)
+                    os.kill(pid, signal.SIGKILL)  # reaped by _reap_all once it has exited
+                    dying.add(pid)
+                elif pid in kept:  # stopped by the parent: once it is gone, its children are ours
+                    kept.discard(pid)
+                    dying.add(pid)
                 control.send(b'{"ok": true}')
-                # After the answer: the parent goes on meanwhile, the next request waits.
-                if was_kept:  # stopped by the parent: once it is gone, its children are ours
-                    _wait_gone(pid)
-                _sweep(live, kept)
+                # After the answer: the parent goes on meanwhile. A sweep request (or a kill of
+                # what is gone already) sweeps now, once every killed process is gone.
+                if pid not in dying.deadlines:
+                    dying.settle(live, kept, wait=True)
+                    _sweep(live, kept)
             elif message["op"] == "clear_tmp":
+                dying.settle(live, kept, wait=True)
                 if isolated:
                     _clear_tmp()
                 control.send(b'{"ok": true}')
-            elif message["op"] == "keep":
+            elif message["op"] == "keep":  # not answered (the parent goes on at once)
                 kept.add(int(message["pid"]))
-                control.send(b'{"ok": true}')
             else:
                 control.send(b'{"error": "bad request"}')
             for fd in fds:
