@@ -65,6 +65,15 @@ def _config(tmp_path, **kw):
     return TrainConfig(**{**base, **kw})
 
 
+def assert_same_update(a_trainer, b_trainer, rows) -> None:
+    """One update of ``rows`` by each trainer (same rng) gives the same loss terms and weights."""
+    a, b = a_trainer.update(rows, np.random.default_rng(1)), b_trainer.update(rows, np.random.default_rng(1))
+    for name in ("loss", "pg_loss", "kl", "entropy", "grad_norm"):
+        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
+    for p, q in zip(a_trainer.model.parameters(), b_trainer.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
+
+
 def test_config_takes_table_4():
     cfg = TrainConfig(env_id="ttg/PaperSearchQA-v0").resolved()
     assert (cfg.tasks_per_step, cfg.group_size, cfg.max_turns, cfg.max_tokens_per_turn) == (512, 5, 6, 1024)
@@ -325,11 +334,7 @@ def test_shared_prefix_passes_equal_one_forward_per_row(tmp_path, tokenizer):
     got, expected = fast.row_logprobs(rows, fast.model), plain.row_logprobs(rows, plain.model)
     for a, b in zip(got, expected):
         assert a == pytest.approx(b, abs=1e-5)
-    a, b = fast.update(rows, np.random.default_rng(1)), plain.update(rows, np.random.default_rng(1))
-    for name in ("loss", "pg_loss", "kl", "entropy", "grad_norm"):
-        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
-    for p, q in zip(fast.model.parameters(), plain.model.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
+    assert_same_update(fast, plain, rows)
 
 
 def test_kept_sampler_logprobs_equal_recomputed_and_give_the_same_update(tmp_path, tokenizer):
@@ -393,11 +398,7 @@ def test_equal_rows_run_once_and_give_the_per_row_update(tmp_path, tokenizer):
         a, b = once._forward(once.model, [rows[i] for i in m], True), each._forward(each.model, [rows[i] for i in m], True)
         for x, y in zip(a, b):
             assert torch.allclose(x, y, atol=1e-6)
-    a, b = once.update(rows, np.random.default_rng(1)), each.update(rows, np.random.default_rng(1))
-    for name in ("loss", "pg_loss", "kl", "entropy", "grad_norm"):
-        assert a[name] == pytest.approx(b[name], rel=1e-4, abs=1e-7), name
-    for p, q in zip(once.model.parameters(), each.model.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
+    assert_same_update(once, each, rows)
 
 
 def test_the_reference_pass_is_skipped_only_while_the_reference_is_the_policy(tmp_path, tokenizer):
