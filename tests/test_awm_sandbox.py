@@ -514,7 +514,22 @@ def _processes_with(token: str) -> list[int]:
 
 def test_a_forked_grandchild_does_not_outlive_its_app(side):
     # Blocked by the fork server: the sandbox's subreaper, it stops what a stopped app left behind.
+    _grandchild_gone_with_its_app(side, side.open())
+
+
+def test_a_grandchild_is_not_frozen_alive_when_its_app_stops(side, monkeypatch):
+    # Handled by the freezing thread sending a sweep before it freezes: a kill is answered before
+    # the fork server sweeps, and a sandbox frozen in between kept the grandchild (frozen) until the
+    # next call. Freezing at once after every call makes that window certain.
+    from ttg_envs.envs.awm.sandbox import host_cgroup
+
     env = side.open()
+    _freezable(env)
+    monkeypatch.setattr(host_cgroup, "FREEZE_AFTER", 0.0)
+    _grandchild_gone_with_its_app(side, env)
+
+
+def _grandchild_gone_with_its_app(side, env) -> None:
     token = f"{time.time() % 1000:.6f}7"  # a unique sleep duration to find the process by
     out = _call(env, "fork_exec", token=token)
     assert isinstance(out, dict) and "pid" in out  # fork_exec itself works (the audit hook does not see it)

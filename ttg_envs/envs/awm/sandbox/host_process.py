@@ -85,6 +85,7 @@ class Zygote:
         self._busy = 0  # calls inside awake()
         self._freeze_at: float | None = None
         self._freezer: threading.Thread | None = None
+        self._unswept = False  # a kill was answered since the last sweep request
 
     @contextmanager
     def awake(self) -> Iterator[None]:
@@ -118,6 +119,16 @@ class Zygote:
                     self._wake.wait()
                 elif (delay := self._freeze_at - time.monotonic()) > 0:
                     self._wake.wait(delay)
+                elif self._unswept:
+                    # A kill is answered before the fork server has swept what the killed app left
+                    # running; freezing now would leave those processes alive (frozen) until the
+                    # next call. The sweep request waits for it; its awake() schedules the freeze again.
+                    self._unswept = False
+                    self._wake.release()
+                    try:
+                        self._sweep_if_running()
+                    finally:
+                        self._wake.acquire()
                 else:
                     self._freeze_at = None
                     if self._busy == 0:
@@ -156,6 +167,7 @@ class Zygote:
         """Stop every process the fork server's children left running; False when it did not answer."""
         if self._process is None:
             return True
+        self._unswept = False
         try:
             return self._ask({"op": "kill", "pid": 0}).get("ok") is True
         except SandboxError:
@@ -208,20 +220,33 @@ class Zygote:
         self._control, self._pid = ours, os.getpid()
         return ours
 
+    def _sweep_if_running(self) -> None:
+        # The freezing thread's sweep: never starts a fork server, and runs outside awake() (only
+        # this thread freezes, so the sandbox stays thawed meanwhile).
+        with self._lock:
+            if self._running():
+                try:
+                    self._exchange(self._control, {"op": "kill", "pid": 0})
+                except SandboxError:
+                    pass
+
     def _ask(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
         with self.awake(), self._lock:
-            control = self._ensure()
-            try:
-                socket.send_fds(control, [json.dumps(message).encode()], fds or [])
-                control.settimeout(60)
-                reply = control.recv(4096)
-            except (OSError, TimeoutError) as exc:
-                self._stop()
-                raise SandboxError(f"the sandbox fork server did not answer ({exc}); {self.output[-300:]}") from None
-            if not reply:
-                self._stop()
-                raise SandboxError(f"the sandbox fork server exited; {self.output[-300:]}")
-            return json.loads(reply)
+            return self._exchange(self._ensure(), message, fds)
+
+    def _exchange(self, control: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        """Send ``message`` (with ``fds``) on ``control`` and read the reply; the caller holds the lock."""
+        try:
+            socket.send_fds(control, [json.dumps(message).encode()], fds or [])
+            control.settimeout(60)
+            reply = control.recv(4096)
+        except (OSError, TimeoutError) as exc:
+            self._stop()
+            raise SandboxError(f"the sandbox fork server did not answer ({exc}); {self.output[-300:]}") from None
+        if not reply:
+            self._stop()
+            raise SandboxError(f"the sandbox fork server exited; {self.output[-300:]}")
+        return json.loads(reply)
 
     def spawn(self, target: str, job: dict[str, Any]) -> tuple[int, Connection]:
         """Fork a child running ``target`` with ``job``; its pid and a connection to it."""
@@ -252,6 +277,7 @@ class Zygote:
     def kill(self, pid: int) -> None:
         """Stop a child the fork server forked (in the OS sandbox: every process but the server)."""
         if self._running():
+            self._unswept = True
             try:
                 self._ask({"op": "kill", "pid": pid})
             except SandboxError:

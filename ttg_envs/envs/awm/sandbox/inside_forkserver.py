@@ -49,14 +49,25 @@ def _not_dumpable() -> None:
 
 
 def _running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
+    """Whether any thread of process ``pid`` exists and is not a zombie.
+
+    A killed process's main thread can be a zombie while its other threads still exit; its children
+    go to the subreaper only once the last one has, so the main thread's state alone is not enough.
+    """
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    # The command name (in parentheses) may hold anything: the state is the field after its last ")".
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X", b"")
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name (in parentheses) may hold anything: the state is the field after its last ")".
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X", b""):
+            return True
+    return False
 
 
 def _children() -> list[int]:
@@ -218,12 +229,12 @@ def main(control_fd: int, isolated: bool = False) -> None:
                 elif pid in kept:  # stopped by the parent: once it is gone, its children are ours
                     kept.discard(pid)
                     dying.add(pid)
-                control.send(b'{"ok": true}')
-                # After the answer: the parent goes on meanwhile. A sweep request (or a kill of
-                # what is gone already) sweeps now, once every killed process is gone.
+                # A kill is answered at once (the parent goes on; the sweep follows once the process
+                # is gone); a sweep request (or a kill of what is gone already) once it has swept.
                 if pid not in dying.deadlines:
                     dying.settle(live, kept, wait=True)
                     _sweep(live, kept)
+                control.send(b'{"ok": true}')
             elif message["op"] == "clear_tmp":
                 dying.settle(live, kept, wait=True)
                 if isolated:
