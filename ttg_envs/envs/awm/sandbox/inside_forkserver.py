@@ -9,7 +9,8 @@ marks an app that an app forked for a branch (the parent stops that one itself, 
 reaped by the zygote, so a pid it kills is never a recycled one; it is the sandbox's subreaper, so
 a branch app whose original stopped is reaped here too. In the OS sandbox, ``kill`` also stops every
 process there but the zygote, its live children and the kept apps (what apps forked on their own),
-once the killed one is gone (:class:`_Dying`; ``kill`` of a kept pid releases it to that sweep).
+once the killed one is gone (:class:`_Dying`; ``kill`` of a kept pid releases it to that sweep);
+``kill`` of pid 0 is a sweep request, answered once every killed process is gone and swept.
 ``{"op": "clear_tmp"}`` empties the sandbox's private ``/tmp`` (in the OS sandbox only).
 """
 
