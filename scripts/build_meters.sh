@@ -26,7 +26,7 @@
 # and wrong-argument calls) with gold's remaining tokens from every state as targets (--targets
 # gold: after a departure, gold's remaining moves replayed in branches of the engine), BFCL's with
 # 96 tokens per segment and the task's words marked in them (--mark-task-words), tau2's on one torch
-# thread (--threads 1), and are measured against gold-path step labels
+# thread (--threads 1) for 30 epochs (at 10 it learned no terminal verdict), and are measured against gold-path step labels
 # (a step that makes gold's move is good; a departure is judged by replaying gold's remaining moves
 # after it: good when they still win without the move it replaced, neutral when they win with it,
 # bad otherwise); the AWM meter these envs used before is measured on the same held-out
@@ -159,7 +159,7 @@ build_tau2() {
     [ -n "${TAU2_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$TAU2_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
-        --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 \
+        --policies gold gold_drop_last perturbed:0.15 perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 30 \
         --targets gold --threads 1 --task-from-user --out "$WORK/tau2/train"
     $TTG eval-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --meter "$WORK/tau2/train/meter" --splits test \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/tau2/eval"
