@@ -450,3 +450,30 @@ def test_the_last_layer_at_the_action_positions_gives_the_full_pass_and_gradient
     assert torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
     for x, y in zip(a[2], b[2]):
         assert torch.allclose(x, y, atol=1e-5, rtol=1e-4)
+
+
+def test_the_last_layer_reads_a_cache_passed_by_either_name(tokenizer):
+    # transformers 5.19 (the vLLM extra's) hands a decoder layer its cache as ``past_key_values``,
+    # 5.24 as ``cache``: read by the older name only, the layer attended to the new positions alone.
+    import copy
+
+    from ttg_envs.training.actor.last_layer import _at_positions
+    from ttg_envs.training.actor.rollout import additive_mask
+
+    model = tiny_causal_lm(tokenizer, hidden=32, layers=2, heads=2, seed=0)
+    prefix, width = 7, 5
+    with torch.no_grad():
+        out = model(input_ids=torch.arange(3, 3 + prefix)[None], use_cache=True)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        assert cache.get_seq_length() == prefix
+        hidden = torch.randn(1, width, 32, generator=torch.Generator().manual_seed(0))
+        position_ids = torch.arange(prefix, prefix + width)[None]
+        embeddings = model.model.rotary_emb(hidden, position_ids)
+        mask = additive_mask(torch.ones(1, prefix + width, dtype=torch.long), width, torch.float32)
+        positions = torch.tensor([[1, 4]])
+        layer = model.model.layers[-1]
+        outs = [
+            _at_positions(layer, None, positions, hidden, mask, embeddings, **{name: copy.deepcopy(cache)})
+            for name in ("cache", "past_key_values")
+        ]
+    assert outs[0].shape == (1, 2, 32) and torch.equal(outs[0], outs[1])

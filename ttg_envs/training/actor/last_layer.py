@@ -50,6 +50,8 @@ def _at_positions(
     import torch
     from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb, repeat_kv
 
+    if cache is None:  # transformers before 5.2x passes the layer's cache by its older names
+        cache = kwargs.get("past_key_values", kwargs.get("past_key_value"))
     batch, width = hidden_states.shape[:2]
     if attention_mask is None or attention_mask.dim() != 4:
         raise ValueError("last_layer_at needs a 4D attention mask (rollout.additive_mask)")
