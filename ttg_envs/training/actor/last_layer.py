@@ -50,7 +50,7 @@ def _at_positions(
     import torch
     from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb, repeat_kv
 
-    if cache is None:  # transformers before 5.2x passes the layer's cache by its older names
+    if cache is None:  # transformers 5.19 (the vllm extra's) passes the cache as past_key_values
         cache = kwargs.get("past_key_values", kwargs.get("past_key_value"))
     batch, width = hidden_states.shape[:2]
     if attention_mask is None or attention_mask.dim() != 4:
