@@ -32,6 +32,15 @@ def recorded(tmp_path_factory):
     return collect_trajectories(ENV, {}, "valid_seen", ["expert", "noisy_expert:0.5"], out, tasks=[5], plan_lengths=True)
 
 
+@pytest.fixture(scope="module")
+def wandering(tmp_path_factory):
+    """Noisy-expert episodes that leave the planner's path (12 and 33 steps)."""
+    from ttg_envs.training.meter.record import collect_trajectories
+
+    out = tmp_path_factory.mktemp("wandering")
+    return collect_trajectories(ENV, {}, "valid_seen", ["noisy_expert:0.75"], out, tasks=[5, 6], plan_lengths=True)
+
+
 def test_noop_commands_keep_only_commands_that_do_nothing():
     assert noop_commands(["go to desk 1", "look", "examine desk 1", "take mug 1 from desk 1", "look"]) == ["look", "examine desk 1", "help"]
 
@@ -236,3 +245,93 @@ def test_train_meter_command_with_noop_siblings(tiny_game, tmp_path, capsys):
     report = json.loads((tmp_path / "train_report.json").read_text())
     assert report["config"]["noop_siblings"] == 2 and report["timings"]["siblings_s"] > 0
     assert "no-op siblings from 2 trajectories" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                *args,
+                "--noop-siblings",
+                "1",
+                "--best-siblings",
+                "--epochs",
+                "1",
+                "--hidden",
+                "16",
+                "--val-fraction",
+                "0",
+                "--out",
+                str(tmp_path / "best"),
+            ]
+        )
+        == 0
+    )
+    assert "no-op and best siblings from 2 trajectories" in capsys.readouterr().out
+
+
+def test_best_siblings_take_the_planners_next_command_with_its_exact_target(wandering):
+    """A best sibling is the planner's next command from the state, where the trajectory took
+    another, and its target is what PlanLength measures after really taking it there."""
+    trajectories = load_trajectories(wandering)
+    add_noop_siblings(trajectories, ENV, respond=react, turn_limit=50, every=1, per_state=1, best=True, progress=False)
+    env = PlanLength(make_env(ENV, split="valid_seen"), respond=react)
+    checked = 0
+    try:
+        for traj in trajectories:
+            bests = [s for s in traj.siblings if s.kind == "best"]
+            assert {s.kind for s in traj.siblings} <= {"noop", "best"} and len({s.step for s in bests}) == len(bests)
+            for t in range(traj.num_steps):
+                env.reset(seed=0, options={"task_id": traj.task["id"]})
+                for i in traj.actions[:t]:
+                    env.step(traj.messages[i]["content"])
+                planned = react(env.unwrapped.expert_plan()[0])
+                sibling = next((s for s in bests if s.step == t), None)
+                if planned == traj.messages[traj.actions[t]]["content"]:
+                    assert sibling is None
+                    continue
+                *_, info = env.step(planned)
+                assert sibling.messages == env.unwrapped.messages and sibling.messages[traj.actions[t]]["content"] == planned
+                assert sibling.expert_ttg == info["expert_ttg"]
+                checked += 1
+    finally:
+        env.close()
+    assert checked >= 10
+
+
+def test_each_no_op_sibling_is_paired_with_its_states_best_sibling(wandering, one_torch_thread):
+    """The pair losses read every sibling against the step taken, and every no-op sibling also
+    against the best sibling of its state (the comparison a guide makes), with both targets."""
+    torch = pytest.importorskip("torch")
+    from ttg_envs.meters.encoder import EncoderConfig, EncoderMeter, build_model, history_segments
+    from ttg_envs.training.meter.regression import _Example, _full_history_outputs, _sibling_example, _sibling_outputs, trajectory_targets
+    from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
+
+    trajectories = load_trajectories(wandering)
+    add_noop_siblings(trajectories, ENV, respond=react, turn_limit=50, every=2, per_state=2, best=True, progress=False)
+    histories = [t.messages for t in trajectories] + [s.messages for t in trajectories for s in t.siblings]
+    tokenizer = train_wordpiece_tokenizer([s for h in histories for s in history_segments(h)])
+    meter = EncoderMeter(
+        build_model(tiny_encoder(tokenizer, hidden=16, max_tokens=160), 16, budget_aware=True),
+        tokenizer,
+        EncoderConfig(hidden=16, turn_limit=50),
+    )
+    batch = []
+    for traj in trajectories:
+        b, y = trajectory_targets(traj, "expert")
+        batch.append(_Example(meter.segments(traj.messages), b, y, [_sibling_example(meter, s) for s in traj.siblings], 50))
+    texts = list(dict.fromkeys(s for ex in batch for s in ex.texts()))
+    index = {t: i for i, t in enumerate(texts)}
+    inputs = meter.tokenize(texts)
+    with torch.no_grad():
+        vectors = meter.model.embed(inputs["input_ids"], inputs["attention_mask"])
+        *_, (out, states, _) = _full_history_outputs(meter, batch, index, vectors, torch, "cpu")
+        last, _, y, _, pairs, _ = _sibling_outputs(meter, batch, index, vectors, states, out, torch, "cpu")
+    siblings = [s for traj in trajectories for s in traj.siblings]
+    expected = []
+    for traj in trajectories:
+        bests = {s.step: s for s in traj.siblings if s.kind == "best"}
+        expected += [(s.expert_ttg, bests[s.step].expert_ttg) for s in traj.siblings if s.kind == "noop" and s.step in bests]
+    assert len(expected) >= 10 and len(pairs[0]) == len(siblings) + len(expected)
+    log = lambda v: math.nan if v is None else math.log1p(v)  # noqa: E731
+    got = [*pairs[2][len(siblings) :].tolist(), *pairs[3][len(siblings) :].tolist()]
+    assert got == pytest.approx([log(a) for a, _ in expected] + [log(b) for _, b in expected], nan_ok=True)
+    # The paired estimates are the siblings' own head outputs.
+    assert set(pairs[0][len(siblings) :].tolist()) <= set(last[:, 1].tolist())

@@ -145,6 +145,12 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         "taken (0: none; default: %(default)s)",
     )
     p.add_argument(
+        "--best-siblings",
+        action="store_true",
+        help="with --noop-siblings: also try the planner's next command from each such state, and train the meter to rank "
+        "every no-op sibling against it",
+    )
+    p.add_argument(
         "--sibling-weight",
         type=float,
         help="encoder: weight of the loss on a no-op sibling's estimate against the step taken (default: %(default)s)",

@@ -61,6 +61,7 @@ class MeterTrainConfig(MeterRunConfig):
     task_from_user: bool = False
     compact_calls: bool = False
     noop_siblings: int = 0
+    best_siblings: bool = False
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
     batch_size: int = 16

@@ -34,11 +34,13 @@ class Sibling:
         messages: h_t, the sibling's assistant message and what the env answered.
         expert_ttg: the expert roll-out's TTG from the sibling's new state (None where it would
             not finish in the turns left).
+        kind: ``noop`` (a command that changes nothing) or ``best`` (the planner's next command).
     """
 
     step: int
     messages: list[dict[str, Any]]
     expert_ttg: int | None
+    kind: str = "noop"
 
 
 @dataclass

@@ -132,9 +132,10 @@ def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
             per_state=config.noop_siblings,
             seed=config.seed,
             env_kwargs=config.env_kwargs,
+            best=config.best_siblings,
         )
         timings["siblings_s"] = time.perf_counter() - start
-        print(f"{made} no-op siblings from {len(train)} trajectories")
+        print(f"{made} {'no-op and best' if config.best_siblings else 'no-op'} siblings from {len(train)} trajectories")
     kind, _, name = config.backbone.partition(":")
     start = time.perf_counter()
     if kind == "encoder":

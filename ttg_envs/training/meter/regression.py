@@ -53,7 +53,8 @@ class RegressionConfig:
     sibling as one more prefix with its own target, and ``sibling_weight`` adds a loss on the
     difference between a sibling's predicted log(1 + TTG) and the trajectory's own next state's,
     against the targets' difference: the comparison a guide makes between candidates of one state
-    (needs a meter without a window and ``targets="expert"``). ``sibling_rank_weight`` adds a
+    (needs a meter without a window and ``targets="expert"``); a no-op sibling is also paired with
+    its state's ``best`` sibling (the planner's next command) where there is one. ``sibling_rank_weight`` adds a
     logistic ranking loss on the same pairs, ``softplus(-sign(d) * (p_s - p_c) / RANK_TEMPERATURE)``
     for a target difference d != 0: the difference loss is satisfied by a small error on a small
     gap whatever its sign, while a guide only reads the sign.
@@ -173,25 +174,25 @@ def train_encoder_meter(
 
 class _Example(NamedTuple):
     """One trajectory's training data: segments, per-prefix targets, and its siblings'
-    ``(step, segments, b, log1p TTG)``."""
+    ``(step, segments, b, log1p TTG, kind)``."""
 
     segs: list
     b: list[float]
     y: list[float]
-    siblings: list[tuple[int, list, float, float]]
+    siblings: list[tuple[int, list, float, float, str]]
     turn_limit: int | None = None
 
     def texts(self) -> list:
         """Every segment the example reads."""
-        return [*self.segs, *(s for _, segs, _, _ in self.siblings for s in segs)]
+        return [*self.segs, *(s for _, segs, *_ in self.siblings for s in segs)]
 
 
-def _sibling_example(meter: EncoderMeter, sibling: Any) -> tuple[int, list, float, float]:
+def _sibling_example(meter: EncoderMeter, sibling: Any) -> tuple[int, list, float, float, str]:
     segments = meter.segments(sibling.messages)
     if len(segments) != sibling.step + 2:
         raise ValueError(f"sibling from state {sibling.step}: {len(segments)} segments, expected {sibling.step + 2}")
     v = sibling.expert_ttg
-    return sibling.step, segments, float(v is not None), math.nan if v is None else math.log1p(v)
+    return sibling.step, segments, float(v is not None), math.nan if v is None else math.log1p(v), getattr(sibling, "kind", "noop")
 
 
 def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConfig, torch: Any, device: Any) -> Any:
@@ -276,8 +277,13 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     targets and weights, the pairs (sibling v, the trajectory's own next-state v, and their
     targets) for the pair loss, and the carry gate's (logits, labels, known, weights) or None."""
     rows, cols, last_segment, b, y, w, child_y = [], [], [], [], [], [], []
+    noops, bests = [], {}  # row of each no-op sibling and its state; row of each state's best sibling
     for i, ex in enumerate(batch):
-        for t, segs, bs, ys in ex.siblings:
+        for t, segs, bs, ys, kind in ex.siblings:
+            if kind == "best":
+                bests[i, t] = len(rows)
+            else:
+                noops.append((len(rows), (i, t)))
             rows.append(i)
             cols.append(t)
             last_segment.append(index[segs[-1]])
@@ -297,6 +303,10 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     child = out[rows_t, cols_t + 1]
     y_t = torch.tensor(y, device=device)
     pairs = (last[:, 1], child[:, 1], y_t, torch.tensor(child_y, device=device))
+    matched = [(row, bests[state]) for row, state in noops if state in bests]
+    if matched:  # each no-op sibling against its state's best sibling, too
+        a, c = (torch.tensor(side, device=device) for side in zip(*matched))
+        pairs = tuple(torch.cat([p, q]) for p, q in zip(pairs, (last[a, 1], last[c, 1], y_t[a], y_t[c])))
     gates = None
     if gate is not None:
         parent_y = torch.tensor([ex.y[t] for ex in batch for t, *_ in ex.siblings], device=device)

@@ -10,6 +10,11 @@ later. :func:`~ttg_envs.training.meter.regression.train_encoder_meter` then asks
 rank each sibling against the trajectory's own next state by the targets' difference
 (``RegressionConfig.sibling_weight``).
 
+With ``best=True`` each such state also gets the planner's next command as a sibling (when the
+trajectory did not take it), with the expert roll-out's TTG after it, and every no-op sibling is
+also paired with it: that is the comparison a guide gets wrong when it prefers doing nothing to
+the best move, and a noisy policy's own next step is rarely the best one.
+
 Needs an env with an exact planner (ALFWorld) and trajectories recorded through
 :class:`~ttg_envs.wrappers.PlanLength` (``expert_ttg`` and ``plan_length`` in their infos).
 """
@@ -45,6 +50,7 @@ def add_noop_siblings(
     seed: int = 0,
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
+    best: bool = False,
 ) -> int:
     """Fill ``trajectory.siblings`` of each trajectory with no-op branches; returns how many were made.
 
@@ -57,10 +63,14 @@ def add_noop_siblings(
     state's own ``expert_ttg`` while the state's plan still fits in the turns left after the no-op
     (``limit - t - 1``, the limit being the trajectory's own ``turn_limit`` when it was recorded with
     one, else ``turn_limit``, else the env's ``max_steps``), else None (the expert would no
-    longer finish).
+    longer finish). ``best`` adds the planner's next command from each such state (``kind="best"``),
+    its target the expert's TTG from the state after it, counted by the env's ``TokenCounter``
+    (0 when it wins, None when its plan no longer fits or the planner timed out).
     """
     from ...bars import progress_bar
     from ...wrappers import make_env
+    from ...wrappers.branching import find_wrapper
+    from ...wrappers.token_counter import TokenCounter
 
     made = 0
     envs: dict[str, Any] = {}
@@ -70,8 +80,12 @@ def add_noop_siblings(
                 raise ValueError(f"{traj.id}: siblings need expert_ttg and plan_length (record through PlanLength)")
             split = traj.task.get("split", "train")
             if split not in envs:
-                envs[split] = make_env(env_id, **{"split": split, **(env_kwargs or {})}).unwrapped
-            env = envs[split]
+                stack = make_env(env_id, **{"split": split, **(env_kwargs or {})})
+                counter = find_wrapper(stack, TokenCounter)
+                if best and counter is None:
+                    raise ValueError(f"{env_id}: best siblings need a TokenCounter in the env stack to count the expert's tokens")
+                envs[split] = (stack.unwrapped, counter.count if counter is not None else None)
+            env, count = envs[split]
             _, info = env.reset(seed=0, options={"task_id": traj.task["id"]})
             siblings = []
             for t, i in enumerate(traj.actions):
@@ -80,13 +94,15 @@ def add_noop_siblings(
                         raise ValueError(f"{traj.id}: the engine's transcript left the recorded one before action {t}")
                     limit = traj.turn_limit or (env.max_steps if turn_limit is None else turn_limit)
                     siblings += _state_siblings(env, info, traj, t, respond, limit, per_state, always, seed)
+                    if best:
+                        siblings += _best_sibling(env, traj, t, respond, limit, count)
                 _, _, terminated, truncated, info = env.step(traj.messages[i]["content"])
                 if terminated or truncated:
                     break
             traj.siblings = siblings
             made += len(siblings)
     finally:
-        for env in envs.values():
+        for env, _ in envs.values():
             env.close()
     return made
 
@@ -120,3 +136,25 @@ def _state_siblings(
         finally:
             branch.close()
     return out
+
+
+def _best_sibling(
+    env: Any, traj: Trajectory, t: int, respond: Callable[[str], str], turn_limit: int, count: Callable[[str], int]
+) -> list[Sibling]:
+    """The planner's next command from state ``t`` as a sibling (none when the trajectory took it,
+    or the planner has no plan there)."""
+    plan = env.expert_plan()
+    if not plan or getattr(env, "last_plan_timed_out", False) or respond(plan[0]) == traj.messages[traj.actions[t]]["content"]:
+        return []
+    branch = env.branch()
+    try:
+        *_, info = branch.step(respond(plan[0]))
+        if info.get("success"):
+            target = 0
+        else:
+            after = branch.expert_plan()
+            fits = bool(after) and not getattr(branch, "last_plan_timed_out", False) and len(after) <= turn_limit - t - 1
+            target = sum(count(respond(c)) for c in after) if fits else None
+        return [Sibling(step=t, messages=[dict(m) for m in branch.messages], expert_ttg=target, kind="best")]
+    finally:
+        branch.close()
