@@ -1,19 +1,12 @@
 """No-op siblings: commands that do nothing, tried in branches from a trajectory's states.
 
-A guide compares the candidates of one state, but a meter trained on trajectories only ever sees
-one action per state, so nothing teaches it that ``look`` from a state is worth less than the
-step the expert takes from it. For every ``every``-th state of a recorded trajectory this module
-branches the real engine, takes up to ``per_state`` commands that change nothing for the task
-(:data:`~ttg_envs.training.meter.evaluation.NOOP_VERBS`, plus ``help``), and keeps the history
-after each one with its expert target: the plan after a no-op is the plan before it, one turn
-later. :func:`~ttg_envs.training.meter.regression.train_encoder_meter` then asks the meter to
-rank each sibling against the trajectory's own next state by the targets' difference
-(``RegressionConfig.sibling_weight``).
-
-With ``best=True`` each such state also gets the planner's next command as a sibling (when the
-trajectory did not take it), with the expert roll-out's TTG after it, and every no-op sibling is
-also paired with it: that is the comparison a guide gets wrong when it prefers doing nothing to
-the best move, and a noisy policy's own next step is rarely the best one.
+A meter trained on trajectories sees one action per state, so nothing teaches it that ``look``
+is worth less than the expert's step. At every ``every``-th state this module branches the real
+engine, takes up to ``per_state`` commands that change nothing (:data:`.evaluation.NOOP_VERBS`,
+plus ``help``) and keeps each history with its expert target (the plan
+before it, one turn later); training ranks each against the trajectory's own next state
+(``RegressionConfig.sibling_weight``). ``best=True`` also adds the planner's next command as a
+sibling, which every no-op sibling of its state is paired with (the comparison a guide makes).
 
 Needs an env with an exact planner (ALFWorld) and trajectories recorded through
 :class:`~ttg_envs.wrappers.PlanLength` (``expert_ttg`` and ``plan_length`` in their infos).
