@@ -151,6 +151,13 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         "every no-op sibling against it",
     )
     p.add_argument(
+        "--gold-siblings",
+        type=int,
+        help="encoder, --targets gold (BFCL, tau2): at every state of each training trajectory still on gold's path, try "
+        "gold's move and N departures from it (the move skipped, a call dropped, added or given a wrong argument) in "
+        "branches and train the meter to rank each departure against gold's move (0: none; default: %(default)s)",
+    )
+    p.add_argument(
         "--sibling-weight",
         type=float,
         help="encoder: weight of the loss on a no-op sibling's estimate against the step taken (default: %(default)s)",

@@ -62,6 +62,7 @@ class MeterTrainConfig(MeterRunConfig):
     compact_calls: bool = False
     noop_siblings: int = 0
     best_siblings: bool = False
+    gold_siblings: int = 0
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
     batch_size: int = 16

@@ -34,7 +34,8 @@ class Sibling:
         messages: h_t, the sibling's assistant message and what the env answered.
         expert_ttg: the expert roll-out's TTG from the sibling's new state (None where it would
             not finish in the turns left).
-        kind: ``noop`` (a command that changes nothing) or ``best`` (the planner's next command).
+        kind: ``noop`` (a command that changes nothing), ``best`` (the planner's next command, or
+            gold's next move in a tool env) or ``departure`` (a departure from gold's next move).
     """
 
     step: int
@@ -63,8 +64,12 @@ class Trajectory:
             in its infos (:class:`~ttg_envs.wrappers.PlanLength`); None otherwise.
         plan_lengths: per prefix h_0..h_T, the planner's plan length (None where it timed out),
             when the record carries ``plan_length`` in its infos; None otherwise.
-        siblings: no-op branches from its states, with their targets (filled by
-            :func:`~ttg_envs.training.meter.siblings.add_noop_siblings`; empty otherwise).
+        siblings: other actions tried in branches from its states, with their targets (filled by
+            :func:`~ttg_envs.training.meter.siblings.add_noop_siblings` or
+            :func:`~ttg_envs.training.meter.siblings.add_gold_siblings`; empty otherwise).
+        gold_positions: per prefix h_0..h_T, how many of gold's moves are done (None where gold's
+            remaining moves no longer win), filled with the gold-path labels of a tool env
+            (:func:`~ttg_envs.training.meter.evaluation.label_gold_path`); None otherwise.
         turn_limit: the turn limit the episode was played at (the recorder's
             ``metadata["turn_limit"]``), which a budget-aware meter counts this trajectory's turns
             left from; None: the meter's own limit.
@@ -81,6 +86,7 @@ class Trajectory:
     expert_ttg: list[int | None] | None = None
     plan_lengths: list[int | None] | None = None
     siblings: list[Sibling] = field(default_factory=list)
+    gold_positions: list[int | None] | None = None
     turn_limit: int | None = None
 
     @property

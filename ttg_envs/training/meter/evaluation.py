@@ -281,6 +281,7 @@ def label_gold_path(
                 finally:
                     if replays is not None:
                         replays.close()
+            traj.gold_positions = positions
             if targets:
                 traj.expert_ttg = _gold_targets(traj, gold, positions)
     finally:

@@ -120,6 +120,15 @@ def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
         start = time.perf_counter()
         label_gold_path(train, config.env, config.env_kwargs, targets=True, replay=config.targets == "gold")
         timings["gold_targets_s"] = time.perf_counter() - start
+    if config.gold_siblings:
+        if config.targets not in ("gold", "gold-prefix"):
+            raise SystemExit("--gold-siblings needs --targets gold (the gold path's positions and targets)")
+        from .siblings import add_gold_siblings
+
+        start = time.perf_counter()
+        made = add_gold_siblings(train, config.env, env_kwargs=config.env_kwargs, per_state=config.gold_siblings, seed=config.seed)
+        timings["siblings_s"] = time.perf_counter() - start
+        print(f"{made} gold siblings from {len(train)} trajectories")
     if config.noop_siblings:
         from ...registry import make_policy
         from .siblings import add_noop_siblings

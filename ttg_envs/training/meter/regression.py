@@ -127,9 +127,9 @@ def train_encoder_meter(
         # Assistant messages of the env's opening (tau2's greeting) are segments before h_0: they
         # take h_0's targets (the meter is only asked from h_0 on).
         opening = len(segments) - (traj.num_steps + 1)
-        if opening < 0 or (opening and traj.siblings):
+        if opening < 0:
             raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
-        siblings = [_sibling_example(meter, s) for s in traj.siblings]
+        siblings = [_sibling_example(meter, s, opening) for s in traj.siblings]
         b, y = trajectory_targets(traj, config.targets)
         data.append(_Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, traj.turn_limit))
     meter.clear_cache()
@@ -173,8 +173,8 @@ def train_encoder_meter(
 
 
 class _Example(NamedTuple):
-    """One trajectory's training data: segments, per-prefix targets, and its siblings'
-    ``(step, segments, b, log1p TTG, kind)``."""
+    """One trajectory's training data: segments, per-prefix targets (one per segment: the opening's
+    take h_0's), and its siblings' ``(segment index of the state left from, segments, b, log1p TTG, kind)``."""
 
     segs: list
     b: list[float]
@@ -187,12 +187,14 @@ class _Example(NamedTuple):
         return [*self.segs, *(s for _, segs, *_ in self.siblings for s in segs)]
 
 
-def _sibling_example(meter: EncoderMeter, sibling: Any) -> tuple[int, list, float, float, str]:
+def _sibling_example(meter: EncoderMeter, sibling: Any, opening: int = 0) -> tuple[int, list, float, float, str]:
+    """A sibling's training row; ``opening``: segments of the env's opening before h_0 (tau2's greeting)."""
     segments = meter.segments(sibling.messages)
-    if len(segments) != sibling.step + 2:
-        raise ValueError(f"sibling from state {sibling.step}: {len(segments)} segments, expected {sibling.step + 2}")
+    at = opening + sibling.step
+    if len(segments) != at + 2:
+        raise ValueError(f"sibling from state {sibling.step}: {len(segments)} segments, expected {at + 2}")
     v = sibling.expert_ttg
-    return sibling.step, segments, float(v is not None), math.nan if v is None else math.log1p(v), getattr(sibling, "kind", "noop")
+    return at, segments, float(v is not None), math.nan if v is None else math.log1p(v), getattr(sibling, "kind", "noop")
 
 
 def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConfig, torch: Any, device: Any) -> Any:

@@ -1,19 +1,24 @@
-"""No-op siblings: commands that do nothing, tried in branches from a trajectory's states.
+"""Siblings: other actions tried in branches from a trajectory's states, each with its exact target.
 
 A meter trained on trajectories sees one action per state, so nothing teaches it that ``look``
-is worth less than the expert's step. At every ``every``-th state this module branches the real
-engine, takes up to ``per_state`` commands that change nothing (:data:`.evaluation.NOOP_VERBS`,
-plus ``help``) and keeps each history with its expert target (the plan
-before it, one turn later); training ranks each against the trajectory's own next state
-(``RegressionConfig.sibling_weight``). ``best=True`` also adds the planner's next command as a
-sibling, which every no-op sibling of its state is paired with (the comparison a guide makes).
+is worth less than the expert's step, or that closing a tau2 conversation before the write is worth
+less than making it. Training ranks each sibling against the trajectory's own next state
+(``RegressionConfig.sibling_weight``), and a sibling of kind ``noop`` or ``departure`` also against
+its state's ``best`` sibling (the comparison a guide makes).
 
-Needs an env with an exact planner (ALFWorld) and trajectories recorded through
-:class:`~ttg_envs.wrappers.PlanLength` (``expert_ttg`` and ``plan_length`` in their infos).
+- :func:`add_noop_siblings` (envs with an exact planner: ALFWorld, trajectories recorded through
+  :class:`~ttg_envs.wrappers.PlanLength`): commands that change nothing
+  (:data:`.evaluation.NOOP_VERBS`, plus ``help``), target the plan before them, one turn later;
+  ``best=True`` adds the planner's next command.
+- :func:`add_gold_siblings` (tool envs with a gold path: BFCL, tau2, trajectories labelled by
+  :func:`~.evaluation.label_gold_path`): departures from gold's next move (skipping it, or one of its
+  calls dropped, added or given a wrong argument, :mod:`ttg_envs.envs.perturb`) and gold's move itself,
+  targets gold's remaining tokens from where the replays say the branch stands.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -21,7 +26,7 @@ from typing import Any
 
 from .datasets import Sibling, Trajectory
 
-__all__ = ["add_noop_siblings", "noop_commands"]
+__all__ = ["add_gold_siblings", "add_noop_siblings", "noop_commands"]
 
 
 def noop_commands(admissible: Sequence[str]) -> list[str]:
@@ -149,5 +154,153 @@ def _best_sibling(
             fits = bool(after) and not getattr(branch, "last_plan_timed_out", False) and len(after) <= turn_limit - t - 1
             target = sum(count(respond(c)) for c in after) if fits else None
         return [Sibling(step=t, messages=[dict(m) for m in branch.messages], expert_ttg=target, kind="best")]
+    finally:
+        branch.close()
+
+
+def add_gold_siblings(
+    trajectories: Sequence[Trajectory],
+    env_id: str,
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    every: int = 1,
+    per_state: int = 2,
+    seed: int = 0,
+    progress: bool = True,
+) -> int:
+    """Fill ``trajectory.siblings`` of tool-env trajectories with departures from gold's path; returns
+    how many were made.
+
+    Every trajectory needs ``gold_positions`` and ``expert_ttg`` (``label_gold_path(targets=True)``,
+    what ``train-meter --targets gold`` runs first). Each is replayed in a fresh env of its task
+    (checking that the engine gives back the recorded transcript), and at states ``t = 0, every, ...``
+    that are still on gold's path (``k = gold_positions[t]`` of gold's moves done, gold's next move
+    ``gold[k]``) it tries, each in its own branch: gold's move itself where the trajectory took another
+    (``kind="best"``), and up to ``per_state`` departures (``kind="departure"``), drawn with
+    ``random.Random(f"{seed}:{file name}:{line}:{t}")`` from gold's move after it (the move skipped:
+    a tau2 conversation closed before its write, a BFCL turn ended before its calls) and gold's move
+    with one call dropped, an extra call of gold's other moves, or one argument changed, each
+    different from the step the trajectory took. A sibling's target is what ``gold_walk`` gives a step
+    to the same state: the tokens of ``gold[k + 1:]`` when they still win after it, else of
+    ``gold[k:]`` when those do, else None (failure); 0 when the branch ends in a win.
+    """
+    from ...bars import progress_bar
+    from ...wrappers import make_env
+    from ...wrappers.gold_path import gold_actions, gold_to_go
+
+    made = 0
+    envs: dict[str, Any] = {}
+    golds: dict[tuple[str, str], Any] = {}
+    try:
+        ordered = sorted(trajectories, key=lambda t: (str(t.task.get("split", "train")), str(t.task["id"])))
+        for traj in progress_bar(ordered, desc="gold siblings", disable=not progress):
+            if traj.gold_positions is None:
+                raise ValueError(f"{traj.id}: gold siblings need the gold path's positions (label_gold_path first)")
+            split = str(traj.task.get("split", "train"))
+            key = (split, str(traj.task["id"]))
+            if split not in envs:
+                envs[split] = make_env(env_id, **{"split": split, **(env_kwargs or {})})
+            if key not in golds:
+                gold = gold_actions(envs[split], traj.task["id"], env_id)
+                golds[key] = None if gold is None else (gold, gold_to_go(gold))
+            if golds[key] is None:
+                traj.siblings = []
+                continue
+            traj.siblings = _gold_siblings(envs[split], traj, *golds[key], every, per_state, seed)
+            made += len(traj.siblings)
+    finally:
+        for env in envs.values():
+            env.close()
+    return made
+
+
+def _gold_siblings(stack: Any, traj: Trajectory, gold: list, to_go: list[int], every: int, per_state: int, seed: int) -> list[Sibling]:
+    """The siblings of one trajectory (see :func:`add_gold_siblings`)."""
+    from ...tools import action_text
+
+    env = stack.unwrapped
+    env.reset(seed=0, options={"task_id": traj.task["id"]})
+    siblings: list[Sibling] = []
+    for t, i in enumerate(traj.actions):
+        k = traj.gold_positions[t]
+        if t % every == 0 and k is not None and k < len(gold):
+            if env.messages != traj.prefix(t):
+                raise ValueError(f"{traj.id}: the engine's transcript left the recorded one before action {t}")
+            rng = random.Random(f"{seed}:{os.path.basename(traj.id)}:{t}")
+            siblings += _gold_state_siblings(env, traj, t, k, gold, to_go, per_state, rng)
+        env.step(action_text(traj.messages[i]))
+        if env.done:
+            break
+    return siblings
+
+
+def _gold_state_siblings(
+    env: Any, traj: Trajectory, t: int, k: int, gold: list, to_go: list[int], per_state: int, rng: random.Random
+) -> list[Sibling]:
+    """Gold's move (where the trajectory took another) and up to ``per_state`` departures from state ``t``."""
+    from ...tools import action_text
+    from .evaluation import _move
+
+    taken = _move(traj.messages[traj.actions[t]])
+    own = _move(gold[k])
+    out = []
+    if taken != own:
+        out += _gold_branch(env, traj, t, action_text(gold[k]), k, gold, to_go, "best", {taken})
+    texts = _departures(gold, k, rng)
+    chosen: list[Sibling] = []
+    for text in rng.sample(texts, len(texts)):  # drawn order; stop once per_state are made
+        if len(chosen) == per_state:
+            break
+        chosen += _gold_branch(env, traj, t, text, k, gold, to_go, "departure", {taken, own})
+    return out + chosen
+
+
+def _departures(gold: list, k: int, rng: random.Random) -> list[str]:
+    """Texts that depart from gold's move ``k``: gold's next move instead, and the move's calls with
+    one dropped, an extra one, or one argument changed (distinct texts, in a fixed order)."""
+    from ...envs.perturb import KINDS, Perturber
+    from ...tools import ToolCall, action_text, format_tool_calls
+    from ...tools.parsing import parse_tool_calls
+
+    def calls_of(message: dict[str, Any]) -> list[ToolCall]:
+        return [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in message.get("tool_calls") or ()]
+
+    texts = [action_text(gold[k + 1])] if k + 1 < len(gold) else []
+    calls = calls_of(gold[k])
+    if calls:
+        style = parse_tool_calls(str(gold[k].get("content") or "")).style
+        style = style if style in ("hermes", "json", "python") else "hermes"
+        others = [c for j, m in enumerate(gold) if j != k for c in calls_of(m) if c not in calls]
+        perturber = Perturber(1.0, seed=rng.randrange(2**32))
+        for kind in KINDS:
+            departed = perturber.depart(kind, list(calls), others)
+            if departed and departed != calls:
+                texts.append(format_tool_calls(departed, style))
+    return list(dict.fromkeys(texts))
+
+
+def _gold_branch(
+    env: Any, traj: Trajectory, t: int, text: str, k: int, gold: list, to_go: list[int], kind: str, exclude: set
+) -> list[Sibling]:
+    """``text`` taken in a branch from state ``t`` (gold's ``k`` moves done) as a sibling with its
+    target, or none when the move it made is one of ``exclude``."""
+    from ...wrappers.gold_path import replay_wins
+    from .evaluation import _move
+
+    branch = env.branch()
+    try:
+        branch.step(text)
+        messages = [dict(m) for m in branch.messages]
+        if _move(messages[traj.actions[t]]) in exclude:
+            return []
+        if branch.done:
+            target = 0 if branch.success else None
+        elif replay_wins(branch, gold[k + 1 :]):
+            target = to_go[k + 1]
+        elif replay_wins(branch, gold[k:]):
+            target = to_go[k]
+        else:
+            target = None
+        return [Sibling(step=t, messages=messages, expert_ttg=target, kind=kind)]
     finally:
         branch.close()
