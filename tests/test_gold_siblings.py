@@ -80,16 +80,30 @@ def test_gold_siblings_are_real_branches_with_the_gold_walks_targets(tau2_record
     assert checked["best"] >= 1 and checked["departure"] >= 10 and checked["closed early"] >= 1
 
 
-def test_gold_siblings_are_deterministic_and_honour_per_state(tau2_recorded):
+def test_gold_siblings_are_deterministic_and_skip_ahead_first(tau2_recorded):
+    import gymnasium as gym
+
+    import ttg_envs  # noqa: F401
+
     first, second = _labelled(tau2_recorded), _labelled(tau2_recorded)
     add_gold_siblings(first, TAU2, env_kwargs=TAU2_KWARGS, per_state=1, seed=3, progress=False)
     add_gold_siblings(second, TAU2, env_kwargs=TAU2_KWARGS, per_state=1, seed=3, progress=False)
     assert [t.siblings for t in first] == [t.siblings for t in second]
-    for traj in first:
-        departures = [s.step for s in traj.siblings if s.kind == "departure"]
-        assert len(departures) == len(set(departures))  # one per state
-        on_path = [t for t in range(traj.num_steps) if traj.gold_positions[t] is not None]
-        assert set(departures) <= set(on_path) and len(departures) >= len(on_path) - 1
+    env = gym.make(TAU2, split="train", **TAU2_KWARGS)
+    try:
+        for traj in first:
+            gold = gold_actions(env, traj.task["id"], TAU2)
+            departures = [s for s in traj.siblings if s.kind == "departure"]
+            assert len({s.step for s in departures}) == len(departures)  # one per state
+            on_path = [t for t in range(traj.num_steps) if traj.gold_positions[t] is not None]
+            assert {s.step for s in departures} <= set(on_path) and len(departures) >= len(on_path) - 1
+            for s in departures:  # the one departure of a state skips ahead: gold's next move, else its last
+                k, made = traj.gold_positions[s.step], _move(s.messages[traj.actions[s.step]])
+                ahead = [_move(gold[j]) for j in (k + 1, len(gold) - 1) if k < j < len(gold)]
+                skipping = [m for m in ahead if m not in (_move(traj.messages[traj.actions[s.step]]), _move(gold[k]))]
+                assert made == skipping[0] if skipping else made not in ahead
+    finally:
+        env.close()
 
 
 def test_gold_siblings_need_the_gold_paths_positions(tau2_recorded):

@@ -176,11 +176,11 @@ def add_gold_siblings(
     (checking that the engine gives back the recorded transcript), and at states ``t = 0, every, ...``
     that are still on gold's path (``k = gold_positions[t]`` of gold's moves done, gold's next move
     ``gold[k]``) it tries, each in its own branch: gold's move itself where the trajectory took another
-    (``kind="best"``), and up to ``per_state`` departures (``kind="departure"``), drawn with
-    ``random.Random(f"{seed}:{file name}:{line}:{t}")`` from gold's move after it (the move skipped:
-    a tau2 conversation closed before its write, a BFCL turn ended before its calls) and gold's move
-    with one call dropped, an extra call of gold's other moves, or one argument changed, each
-    different from the step the trajectory took. A sibling's target is what ``gold_walk`` gives a step
+    (``kind="best"``), and up to ``per_state`` departures (``kind="departure"``), each different from
+    the step the trajectory took: first the moves that skip ahead, gold's next move and gold's last
+    (a tau2 conversation closed before its write, a BFCL turn ended before its calls), then, drawn
+    with ``random.Random(f"{seed}:{file name}:{line}:{t}")``, gold's move with one call dropped, an
+    extra call of gold's other moves, or one argument changed. A sibling's target is what ``gold_walk`` gives a step
     to the same state: the tokens of ``gold[k + 1:]`` when they still win after it, else of
     ``gold[k:]`` when those do, else None (failure); 0 when the branch ends in a win.
     """
@@ -246,18 +246,19 @@ def _gold_state_siblings(
     out = []
     if taken != own:
         out += _gold_branch(env, traj, t, action_text(gold[k]), k, gold, to_go, "best", {taken})
-    texts = _departures(gold, k, rng)
+    ends, changes = _departures(gold, k, rng)
     chosen: list[Sibling] = []
-    for text in rng.sample(texts, len(texts)):  # drawn order; stop once per_state are made
+    for text in ends + rng.sample(changes, len(changes)):  # ends first, then drawn; stop once per_state are made
         if len(chosen) == per_state:
             break
         chosen += _gold_branch(env, traj, t, text, k, gold, to_go, "departure", {taken, own})
     return out + chosen
 
 
-def _departures(gold: list, k: int, rng: random.Random) -> list[str]:
-    """Texts that depart from gold's move ``k``: gold's next move instead, and the move's calls with
-    one dropped, an extra one, or one argument changed (distinct texts, in a fixed order)."""
+def _departures(gold: list, k: int, rng: random.Random) -> tuple[list[str], list[str]]:
+    """Texts that depart from gold's move ``k``: the moves that skip ahead (gold's next move, then
+    gold's last move: the conversation or turn ended early), and the move's calls with one dropped,
+    an extra one, or one argument changed (distinct texts, each list in a fixed order)."""
     from ...envs.perturb import KINDS, Perturber
     from ...tools import ToolCall, action_text, format_tool_calls
     from ...tools.parsing import parse_tool_calls
@@ -265,7 +266,8 @@ def _departures(gold: list, k: int, rng: random.Random) -> list[str]:
     def calls_of(message: dict[str, Any]) -> list[ToolCall]:
         return [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in message.get("tool_calls") or ()]
 
-    texts = [action_text(gold[k + 1])] if k + 1 < len(gold) else []
+    ends = list(dict.fromkeys(action_text(gold[j]) for j in (k + 1, len(gold) - 1) if k < j < len(gold)))
+    texts: list[str] = []
     calls = calls_of(gold[k])
     if calls:
         style = parse_tool_calls(str(gold[k].get("content") or "")).style
@@ -276,7 +278,7 @@ def _departures(gold: list, k: int, rng: random.Random) -> list[str]:
             departed = perturber.depart(kind, list(calls), others)
             if departed and departed != calls:
                 texts.append(format_tool_calls(departed, style))
-    return list(dict.fromkeys(texts))
+    return ends, [text for text in dict.fromkeys(texts) if text not in ends]
 
 
 def _gold_branch(
