@@ -42,6 +42,7 @@ def _cached_pddl_env_class():
     pddl_mod = require("textworld.envs.pddl.pddl", "alfworld")
     pddl_logic = require("textworld.envs.pddl.logic", "alfworld")
     fast_downward = require("fast_downward", "alfworld")
+    Placeholder = textworld.logic.Placeholder
     from .textgen import FastDeriver
 
     def atom_fact(atom, name2type):
@@ -81,6 +82,40 @@ def _cached_pddl_env_class():
             atoms = (pddl_logic.Atom * downward_lib.get_state_size())()
             downward_lib.get_state(atoms)
             self.add_facts([f for f in (a.get_fact(self.name2type) for a in atoms) if not f.is_negation])
+            #: Operator name (bytes) -> (action name, mapping, command template, feedback rule).
+            self._operator_actions: dict[bytes, tuple] = {}
+
+        def all_applicable_actions(self):
+            """textworld's ``PddlState.all_applicable_actions`` (same actions, same order), each
+            operator's name parsed and its mapping built once per game."""
+            operators = (fast_downward.Operator * self.downward_lib.get_applicable_operators_count())()
+            self.downward_lib.get_applicable_operators(operators)
+            self._operators = {op.id: op for op in operators}
+            actions = []
+            seen = set()
+            for operator in operators:
+                key = operator._name
+                if key in seen:
+                    continue
+                seen.add(key)
+                parsed = self._operator_actions.get(key)
+                if parsed is None:
+                    name, *arguments = key.decode("cp1252").split()
+                    parameters = self._actions[name].parameters
+                    mapping = {
+                        Placeholder(p.name.strip("?"), p.type_name): textworld.logic.Variable(arg, p.type_name)
+                        for p, arg in zip(parameters, arguments)
+                    }
+                    logic_action = self._logic.actions[name]
+                    parsed = self._operator_actions[key] = (name, mapping, logic_action.template, logic_action.feedback_rule)
+                name, mapping, template, feedback_rule = parsed
+                action = textworld.logic.Action(name=name, preconditions=[], postconditions=[])
+                action.id = operator.id
+                action.mapping = dict(mapping)
+                action.command_template = template
+                action.feedback_rule = feedback_rule
+                actions.append(action)
+            return actions
 
     class CachedPddlEnv(pddl_mod.PddlEnv):
         """``PddlEnv`` that loads from the translation cache and derives text with ``FastDeriver``.
