@@ -139,6 +139,9 @@ def _cached_pddl_env_class():
             self._pddl_state = CachedPddlState(self.downward_lib, data["pddl_problem"], self._logic, self.translation)
             self._entity_infos = self._get_entity_infos()
             self._deriver = FastDeriver(self._logic.grammar)
+            #: (command template, action mapping) -> (derived template, what it read of the state:
+            #: FastDeriver.derive_with_reads), for templates that read facts only.
+            self._commands = {}
             self._command_templates = sorted({a.template for a in self._logic.actions.values()})
             self._fresh = True
 
@@ -221,15 +224,31 @@ def _cached_pddl_env_class():
             actions = state["_valid_actions"] = list(pstate.all_applicable_actions())
             names = {k: info.name for k, info in infos.items()}
             commands = state["_valid_commands"] = []
+            deriver, memo, current = self._deriver, self._commands, {}
             for action in actions:
-                context = {
-                    "state": pstate,
-                    "facts": facts,
-                    "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
-                    "mapping": action.mapping,
-                    "entity_infos": infos,
-                }
-                action.command_template = self._deriver.derive(action.command_template, context)
+                key = (action.command_template, tuple(action.mapping.items()))
+                found = memo.get(key)
+                if found is not None:
+                    text, reads = found
+                    for signature, read in reads:
+                        now = current.get(signature)
+                        if now is None:
+                            now = current[signature] = deriver.facts_of(pstate, signature)
+                        if read is not now and read != now:
+                            found = None
+                            break
+                if found is None:
+                    context = {
+                        "state": pstate,
+                        "facts": facts,
+                        "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
+                        "mapping": action.mapping,
+                        "entity_infos": infos,
+                    }
+                    text, reads = deriver.derive_with_reads(action.command_template, context)
+                    if reads is not None:
+                        memo[key] = (text, reads)
+                action.command_template = text
                 commands.append(action.format_command(names))
             state["admissible_commands"] = sorted(set(commands))
             if self.request_infos.moves:

@@ -34,6 +34,7 @@ ListSymbol = _textgen.ListSymbol
 _PARSES: dict[str, tuple] = {}
 _QUERIES: dict[str, Any] = {}
 _CODE: dict[str, Any] = {}
+_IMPURE: dict[str, bool] = {}
 _LOCK = threading.Lock()
 _LIST_EMPTY = NonterminalSymbol("list_empty")
 _LIST_SEPARATOR = NonterminalSymbol("list_separator")
@@ -77,6 +78,17 @@ def conjunctive_query(expression: str):
     return found
 
 
+def _reads_more(expression: str) -> bool:
+    """Whether ``expression`` may read more than the context's variables: it names ``context``,
+    ``self`` or a global of textworld's module (its code's names include attribute names, so this
+    errs on the side of True)."""
+    found = _IMPURE.get(expression)
+    if found is None:
+        names = set(_compiled(expression).co_names)
+        found = _IMPURE[expression] = bool(names & {"context", "self"} or names & vars(_textgen).keys())
+    return found
+
+
 def _compiled(expression: str):
     code = _CODE.get(expression)
     if code is None:
@@ -96,6 +108,29 @@ class FastDeriver:
         self._plans: dict[tuple, tuple] = {}
         #: Predicate signature -> the signatures of its subtypes, in ``multi_subtypes`` order.
         self._signatures: dict[Any, list] = {}
+        #: While :meth:`derive_with_reads` runs: signature -> the facts of it the derivation read;
+        #: None once it read anything else of the state.
+        self._reads: dict[Any, frozenset] | None = None
+        self._recording = False
+
+    def derive_with_reads(self, start: str, context: Mapping[str, Any]) -> tuple[str, tuple | None]:
+        """:meth:`derive`, and what of the state the text depends on: ``((signature, its facts),
+        ...)`` for the fact sets its queries read, or None when it read anything else (the
+        variables of a type, for placeholders no fact binds; an expression that names ``context``,
+        ``self`` or a global of textworld's module). Given the same ``start``, ``context["mapping"]``
+        and entity infos, a state whose facts of those signatures are the same derives the same
+        text (see :meth:`facts_of`)."""
+        self._reads, self._recording = {}, True
+        try:
+            text = self.derive(start, context)
+            reads = self._reads
+        finally:
+            self._reads, self._recording = None, False
+        return text, None if reads is None else tuple(reads.items())
+
+    def facts_of(self, state: Any, signature: Any) -> frozenset:
+        """The state's facts of ``signature`` as a frozenset (the one kept for :meth:`_candidates`)."""
+        return self._sorted_entry(state, signature)[0]
 
     def derive(self, start: str, context: Mapping[str, Any]) -> str:
         """The text ``grammar.derive(start, context)`` returns."""
@@ -175,6 +210,8 @@ class FastDeriver:
         """textworld's ``State._all_applicable_assignments`` over :meth:`_candidates`."""
         depths, free_phs = plan
         if depth == len(depths):
+            if free_phs and self._recording:
+                self._reads = None  # the variables of their types: not recorded
             yield from state._all_assignments(free_phs, mapping, used_vars, False)
             return
         pred, new_phs, bound_phs, positions, signatures = depths[depth]
@@ -213,10 +250,9 @@ class FastDeriver:
         kept per signature while the state's facts of that signature are the same (compared on
         every call, never assumed).
         """
-        facts = state.facts_with_signature(signature)
-        found = self._sorted.get(signature)
-        if found is None or found[0] != facts:
-            found = self._sorted[signature] = (frozenset(facts), sorted(facts), {})
+        found = self._sorted_entry(state, signature)
+        if self._reads is not None:
+            self._reads[signature] = found[0]
         if not positions:
             return found[1]
         if None in values:  # an unbound placeholder in the given mapping: textworld assigns it
@@ -229,9 +265,17 @@ class FastDeriver:
                 index.setdefault(tuple(args[i] for i in positions), []).append(prop)
         return index.get(values, ())
 
-    @staticmethod
-    def _eval(symbol: Any, ctx: Mapping[str, Any]) -> Any:
+    def _sorted_entry(self, state: Any, signature: Any) -> tuple:
+        facts = state.facts_with_signature(signature)
+        found = self._sorted.get(signature)
+        if found is None or found[0] != facts:
+            found = self._sorted[signature] = (frozenset(facts), sorted(facts), {})
+        return found
+
+    def _eval(self, symbol: Any, ctx: Mapping[str, Any]) -> Any:
         # textworld evaluates with the context's variables in locals() and its module's globals.
+        if self._recording and _reads_more(symbol.expression):
+            self._reads = None
         namespace = {"self": symbol, "context": ctx, **ctx["variables"]}
         namespace["self"], namespace["context"] = symbol, ctx
         return eval(_compiled(symbol.expression), vars(_textgen), namespace)
