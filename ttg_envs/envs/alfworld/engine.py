@@ -312,6 +312,19 @@ def _taken_from(held: str | None, came_through: Sequence[tuple[int, str | None]]
     return None
 
 
+def _shared(items, before: tuple) -> tuple:
+    """``((key, frozenset(values)), ...)`` of ``items`` in their order, with the pairs of ``before``
+    (the same shape) reused where a key's values are unchanged."""
+    previous = {pair[0]: pair for pair in before}
+    out = []
+    for key, values in items:
+        pair = previous.get(key)
+        if pair is None or pair[1] != values:
+            pair = (key, frozenset(values))
+        out.append(pair)
+    return tuple(out)
+
+
 class _StateInfo:
     """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
     from it, its GameState (valid commands and actions) and the operators the actions refer to."""
@@ -331,15 +344,23 @@ class _StateInfo:
         "won",
     )
 
-    def __init__(self, pddl, sid: int) -> None:
+    def __init__(self, pddl, sid: int, like: _StateInfo | None = None) -> None:
+        """``like``: the state stepped from; what is unchanged is shared with it (the same
+        values in fewer objects: an engine keeps every state it meets, and the garbage collector
+        walks them all)."""
         pstate = pddl._pddl_state
         self.sid = sid
-        self.facts = tuple((sig, frozenset(fs)) for sig, fs in pstate._facts.items())
+        self.facts = _shared(pstate._facts.items(), like.facts if like is not None else ())
         #: What makes two records the same engine state.
         self.identity = (sid, frozenset(f for _, fs in self.facts for f in fs))
         self.var_counts = dict(pstate._var_counts)
         self.vars_by_name = dict(pstate._vars_by_name)
-        self.vars_by_type = tuple((t, frozenset(vs)) for t, vs in pstate._vars_by_type.items())
+        if like is not None:
+            if self.var_counts == like.var_counts:
+                self.var_counts = like.var_counts
+            if self.vars_by_name == like.vars_by_name:
+                self.vars_by_name = like.vars_by_name
+        self.vars_by_type = _shared(pstate._vars_by_type.items(), like.vars_by_type if like is not None else ())
         self.operators = pstate._operators
         self.game_state = pddl.state
         self.admissible = tuple(pddl.state["admissible_commands"])
@@ -551,7 +572,7 @@ class AlfredEngine:
         if hit is None:
             self._materialize()
             state, _, _ = self._env.step(command)
-            sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id()))
+            sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id(), like=core.states[before]))
             core.materialized = sid
             hit = (sid, state.feedback)
             if self.cached:
