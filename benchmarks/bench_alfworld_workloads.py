@@ -9,6 +9,11 @@ wait for, with each version's own code end to end:
   expert-on-every-game test did: a game load and an expert episode each);
 - ``noisy``: the demo's actor, the noisy expert at eps 0.75, on validation tasks (the planner's
   worst case: most steps leave the expert's plan).
+- ``walk``: a trainer step's env side (``benchmarks/bench_trainer.py``'s env bucket): per train
+  task 8 rollouts of 30 random admissible commands through ``TokenCounter(ALFWorldEnv)``
+  (lenient actions, admissible list in the observation), the same commands for both versions;
+  reports milliseconds per ``env.step`` and the share of steps that reached a state the engine
+  had not met (those run the engine and derive text; the others are cache hits).
 
 Each workload is cut into chunks of tasks; every chunk runs once per version in a fresh
 subprocess (``PYTHONPATH`` set to that version's tree, an empty translation cache: a first run),
@@ -18,7 +23,7 @@ temp dir). Prints seconds per version and the ratio this/baseline per workload, 
 this version's planner hit its time limit or reused an earlier plan.
 
 Run: ``python benchmarks/bench_alfworld_workloads.py [--baseline REV] [--record-tasks 24]
-[--every 3] [--noisy-tasks 12] [--chunk 6] [--workloads record expert noisy]``.
+[--every 3] [--noisy-tasks 12] [--walk-tasks 12] [--chunk 6] [--workloads record expert noisy walk]``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,29 @@ if workload == "record":
         collect_trajectories("ttg/ALFWorld-v0", {}, "train",
                              ["expert", "noisy_expert:0.25", "noisy_expert:0.5", "noisy_expert:1"],
                              Path(out), tasks=indices, seed=3, workers=1)
+elif workload == "walk":
+    import random
+    from ttg_envs.wrappers import TokenCounter
+    env = TokenCounter(gym.make("ttg/ALFWorld-v0", split="train", action_format="lenient", max_steps=30))
+    env.reset(options={"task_index": indices[0]})  # imports and the first load outside the timing
+    spent, steps, new = 0.0, 0, 0
+    for i in indices:
+        rng = random.Random(i)
+        for _ in range(8):
+            obs, info = env.reset(options={"task_index": i})
+            core = env.unwrapped._engine._core
+            for _ in range(30):
+                admissible = info["admissible_commands"]
+                command = f"<action>{admissible[rng.randrange(len(admissible))]}</action>"
+                known = len(core.states)
+                t0 = time.perf_counter()
+                obs, reward, terminated, truncated, info = env.step(command)
+                spent += time.perf_counter() - t0
+                steps += 1
+                new += len(core.states) > known
+                if terminated or truncated:
+                    break
+    stats = {"step_seconds": spent, "steps": steps, "new_states": new}
 else:
     make_policy = policy_factory("ttg/ALFWorld-v0")
     env = gym.make("ttg/ALFWorld-v0", split="valid_seen")
@@ -109,10 +137,11 @@ def main() -> None:
     """Run the workloads and print the table."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare against (default: %(default)s)")
-    p.add_argument("--workloads", nargs="+", default=["record", "expert", "noisy"], choices=["record", "expert", "noisy"])
+    p.add_argument("--workloads", nargs="+", default=["record", "expert", "noisy"], choices=["record", "expert", "noisy", "walk"])
     p.add_argument("--record-tasks", type=int, default=24, help="train tasks recorded (the demo records 90)")
     p.add_argument("--every", type=int, default=3, help="expert on every N-th valid_seen game")
     p.add_argument("--noisy-tasks", type=int, default=12, help="valid_seen tasks for the eps-0.75 noisy expert")
+    p.add_argument("--walk-tasks", type=int, default=12, help="train tasks of the walk workload (8 x 30 random steps each)")
     p.add_argument("--chunk", type=int, default=6, help="tasks per subprocess")
     args = p.parse_args()
 
@@ -124,8 +153,9 @@ def main() -> None:
         "record": spread(n_train, args.record_tasks),
         "expert": list(range(0, n_valid, args.every)),
         "noisy": spread(n_valid, args.noisy_tasks),
+        "walk": spread(n_train, args.walk_tasks),
     }
-    rows = []
+    rows, walks = [], []
     with tempfile.TemporaryDirectory() as tmp:
         old = baseline_tree(args.baseline, Path(tmp))
         for workload in args.workloads:
@@ -133,6 +163,7 @@ def main() -> None:
             chunks = [indices[i : i + args.chunk] for i in range(0, len(indices), args.chunk)]
             totals = {"this": 0.0, "baseline": 0.0}
             stats = {"planner_timeouts": 0, "plans_repaired": 0, "wins_this": 0, "wins_baseline": 0}
+            steps = {name: {"step_seconds": 0.0, "steps": 0, "new_states": 0} for name in totals}
             for k, chunk in enumerate(chunks):
                 order = [("this", ROOT), ("baseline", old)]
                 for name, tree in order if k % 2 == 0 else order[::-1]:
@@ -140,6 +171,8 @@ def main() -> None:
                     result = run_chunk(tree, workload, chunk)
                     totals[name] += time.perf_counter() - t0
                     stats[f"wins_{name}"] += result.get("wins", 0)
+                    for key in steps[name]:
+                        steps[name][key] += result.get(key, 0)
                     if name == "this":
                         stats["planner_timeouts"] += result.get("planner_timeouts", 0)
                         stats["plans_repaired"] += result.get("plans_repaired", 0)
@@ -148,17 +181,26 @@ def main() -> None:
                     flush=True,
                 )
             rows.append((workload, len(indices), totals, stats))
+            if workload == "walk":
+                ms = {name: 1e3 * v["step_seconds"] / max(1, v["steps"]) for name, v in steps.items()}
+                walks.append(
+                    f"walk: {steps['this']['steps']} env steps ({steps['this']['new_states']} to states not met before; "
+                    f"baseline {steps['baseline']['steps']}, {steps['baseline']['new_states']}): "
+                    f"this {ms['this']:.3f} ms/step, baseline {ms['baseline']:.3f} ms/step, this/baseline {ms['this'] / ms['baseline']:.3f}"
+                )
     print(f"\nbaseline: {args.baseline}; each chunk in a fresh process with an empty translation cache\n")
     print("| workload | tasks | this (s) | baseline (s) | this/baseline | wins this/baseline | planner limit hits | plans repaired |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for workload, n, totals, stats in rows:
-        wins = f"{stats['wins_this']}/{stats['wins_baseline']}" if workload != "record" else "n/a"
-        repaired = stats["plans_repaired"] if workload != "record" else "n/a"
+        wins = f"{stats['wins_this']}/{stats['wins_baseline']}" if workload not in ("record", "walk") else "n/a"
+        repaired = stats["plans_repaired"] if workload not in ("record", "walk") else "n/a"
         hits = stats["planner_timeouts"]
         print(
             f"| {workload} | {n} | {totals['this']:.1f} | {totals['baseline']:.1f} | "
             f"{totals['this'] / totals['baseline']:.3f} | {wins} | {hits} | {repaired} |"
         )
+    for line in walks:
+        print(line)
 
 
 if __name__ == "__main__":

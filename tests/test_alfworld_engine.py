@@ -1,6 +1,7 @@
 """The fast ALFWorld engine equals the stock one: translation cache (fresh processes, corrupt
-entries), FastDeriver vs textworld's own text, successor caches vs none, the expert on every
-bundled validation game, a user's stock textworld untouched, the bounded planner, close()."""
+entries), FastDeriver vs textworld's own text (also on random walks of fresh states), successor
+caches vs none, the expert on every bundled validation game, a user's stock textworld untouched,
+the bounded planner, close()."""
 
 from __future__ import annotations
 
@@ -126,6 +127,41 @@ def test_corrupt_or_foreign_cache_entry_is_rebuilt(cache_dir, monkeypatch, damag
         again = gym.make("ttg/ALFWorld-v0", split="valid_seen", max_steps=1000)
         assert _play_plan(again, 5) == expected
     assert again.unwrapped._engine.translation.origin == "disk"
+
+
+def test_uncached_random_walks_equal_the_stock_stack():
+    # A sampled policy's rollouts: most steps reach states the engine has not met, where the
+    # text is derived (facts sorted and indexed once per content, command templates reused
+    # while the facts they read are unchanged: see FastDeriver). cached=False runs the engine
+    # on every step; one engine plays all rollouts of a game, so what it keeps carries over.
+    from ttg_envs.envs.alfworld.engine import AlfredEngine
+
+    pddl, stock = _stock_stack()
+    engine = AlfredEngine(cached=False)
+    tasks = load_tasks("train")
+    rng = np.random.default_rng(3)
+    for index in (1, len(tasks) // 2, len(tasks) - 1):
+        task = tasks[index]
+        stock.load(dict(task.game()))
+        engine.load(task.game(), task.id)
+        for _ in range(3):
+            state = stock.reset()
+            assert engine.reset(owner=engine) == state.feedback
+            for _ in range(12):
+                admissible = state["admissible_commands"]
+                assert engine.admissible_commands == admissible, task.id
+                command = admissible[int(rng.integers(len(admissible)))]
+                state, _, _ = stock.step(command)
+                assert engine.step(command) == state.feedback, (task.id, command)
+                fast = engine._pddl.state
+                assert fast["_valid_commands"] == state["_valid_commands"], (task.id, command)
+                assert [(a.name, a.mapping, a.command_template) for a in fast["_valid_actions"]] == [
+                    (a.name, a.mapping, a.command_template) for a in state["_valid_actions"]
+                ]
+                assert set(engine._pddl._pddl_state.facts) == set(pddl._pddl_state.facts)
+                assert engine.won == bool(state["won"])
+                if engine.won:
+                    break
 
 
 def test_stock_textworld_in_the_same_process_is_untouched():

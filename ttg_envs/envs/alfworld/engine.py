@@ -42,6 +42,7 @@ def _cached_pddl_env_class():
     pddl_mod = require("textworld.envs.pddl.pddl", "alfworld")
     pddl_logic = require("textworld.envs.pddl.logic", "alfworld")
     fast_downward = require("fast_downward", "alfworld")
+    Placeholder = textworld.logic.Placeholder
     from .textgen import FastDeriver
 
     def atom_fact(atom, name2type):
@@ -81,6 +82,40 @@ def _cached_pddl_env_class():
             atoms = (pddl_logic.Atom * downward_lib.get_state_size())()
             downward_lib.get_state(atoms)
             self.add_facts([f for f in (a.get_fact(self.name2type) for a in atoms) if not f.is_negation])
+            #: Operator name (bytes) -> (action name, mapping, command template, feedback rule).
+            self._operator_actions: dict[bytes, tuple] = {}
+
+        def all_applicable_actions(self):
+            """textworld's ``PddlState.all_applicable_actions`` (same actions, same order), each
+            operator's name parsed and its mapping built once per game."""
+            operators = (fast_downward.Operator * self.downward_lib.get_applicable_operators_count())()
+            self.downward_lib.get_applicable_operators(operators)
+            self._operators = {op.id: op for op in operators}
+            actions = []
+            seen = set()
+            for operator in operators:
+                key = operator._name
+                if key in seen:
+                    continue
+                seen.add(key)
+                parsed = self._operator_actions.get(key)
+                if parsed is None:
+                    name, *arguments = key.decode("cp1252").split()
+                    parameters = self._actions[name].parameters
+                    mapping = {
+                        Placeholder(p.name.strip("?"), p.type_name): textworld.logic.Variable(arg, p.type_name)
+                        for p, arg in zip(parameters, arguments)
+                    }
+                    logic_action = self._logic.actions[name]
+                    parsed = self._operator_actions[key] = (name, mapping, logic_action.template, logic_action.feedback_rule)
+                name, mapping, template, feedback_rule = parsed
+                action = textworld.logic.Action(name=name, preconditions=[], postconditions=[])
+                action.id = operator.id
+                action.mapping = dict(mapping)
+                action.command_template = template
+                action.feedback_rule = feedback_rule
+                actions.append(action)
+            return actions
 
     class CachedPddlEnv(pddl_mod.PddlEnv):
         """``PddlEnv`` that loads from the translation cache and derives text with ``FastDeriver``.
@@ -104,6 +139,9 @@ def _cached_pddl_env_class():
             self._pddl_state = CachedPddlState(self.downward_lib, data["pddl_problem"], self._logic, self.translation)
             self._entity_infos = self._get_entity_infos()
             self._deriver = FastDeriver(self._logic.grammar)
+            #: (command template, action mapping) -> (derived template, what it read of the state:
+            #: FastDeriver.derive_with_reads), for templates that read facts only.
+            self._commands = {}
             self._command_templates = sorted({a.template for a in self._logic.actions.values()})
             self._fresh = True
 
@@ -186,15 +224,31 @@ def _cached_pddl_env_class():
             actions = state["_valid_actions"] = list(pstate.all_applicable_actions())
             names = {k: info.name for k, info in infos.items()}
             commands = state["_valid_commands"] = []
+            deriver, memo, current = self._deriver, self._commands, {}
             for action in actions:
-                context = {
-                    "state": pstate,
-                    "facts": facts,
-                    "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
-                    "mapping": action.mapping,
-                    "entity_infos": infos,
-                }
-                action.command_template = self._deriver.derive(action.command_template, context)
+                key = (action.command_template, tuple(action.mapping.items()))
+                found = memo.get(key)
+                if found is not None:
+                    text, reads = found
+                    for signature, read in reads:
+                        now = current.get(signature)
+                        if now is None:
+                            now = current[signature] = deriver.facts_of(pstate, signature)
+                        if read is not now and read != now:
+                            found = None
+                            break
+                if found is None:
+                    context = {
+                        "state": pstate,
+                        "facts": facts,
+                        "variables": {ph.name: infos[v.name] for ph, v in action.mapping.items()},
+                        "mapping": action.mapping,
+                        "entity_infos": infos,
+                    }
+                    text, reads = deriver.derive_with_reads(action.command_template, context)
+                    if reads is not None:
+                        memo[key] = (text, reads)
+                action.command_template = text
                 commands.append(action.format_command(names))
             state["admissible_commands"] = sorted(set(commands))
             if self.request_infos.moves:
@@ -258,6 +312,19 @@ def _taken_from(held: str | None, came_through: Sequence[tuple[int, str | None]]
     return None
 
 
+def _shared(items, before: tuple) -> tuple:
+    """``((key, frozenset(values)), ...)`` of ``items`` in their order, with the pairs of ``before``
+    (the same shape) reused where a key's values are unchanged."""
+    previous = {pair[0]: pair for pair in before}
+    out = []
+    for key, values in items:
+        pair = previous.get(key)
+        if pair is None or pair[1] != values:
+            pair = (key, frozenset(values))
+        out.append(pair)
+    return tuple(out)
+
+
 class _StateInfo:
     """What the engine keeps of one visited state: the fact sets textworld needs to step or plan
     from it, its GameState (valid commands and actions) and the operators the actions refer to."""
@@ -277,15 +344,23 @@ class _StateInfo:
         "won",
     )
 
-    def __init__(self, pddl, sid: int) -> None:
+    def __init__(self, pddl, sid: int, like: _StateInfo | None = None) -> None:
+        """``like``: the state stepped from; what is unchanged is shared with it (the same
+        values in fewer objects: an engine keeps every state it meets, and the garbage collector
+        walks them all)."""
         pstate = pddl._pddl_state
         self.sid = sid
-        self.facts = tuple((sig, frozenset(fs)) for sig, fs in pstate._facts.items())
+        self.facts = _shared(pstate._facts.items(), like.facts if like is not None else ())
         #: What makes two records the same engine state.
         self.identity = (sid, frozenset(f for _, fs in self.facts for f in fs))
         self.var_counts = dict(pstate._var_counts)
         self.vars_by_name = dict(pstate._vars_by_name)
-        self.vars_by_type = tuple((t, frozenset(vs)) for t, vs in pstate._vars_by_type.items())
+        if like is not None:
+            if self.var_counts == like.var_counts:
+                self.var_counts = like.var_counts
+            if self.vars_by_name == like.vars_by_name:
+                self.vars_by_name = like.vars_by_name
+        self.vars_by_type = _shared(pstate._vars_by_type.items(), like.vars_by_type if like is not None else ())
         self.operators = pstate._operators
         self.game_state = pddl.state
         self.admissible = tuple(pddl.state["admissible_commands"])
@@ -497,7 +572,7 @@ class AlfredEngine:
         if hit is None:
             self._materialize()
             state, _, _ = self._env.step(command)
-            sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id()))
+            sid = core.number(_StateInfo(self._pddl, self._lib.get_state_id(), like=core.states[before]))
             core.materialized = sid
             hit = (sid, state.feedback)
             if self.cached:
