@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("tau2")
 pytest.importorskip("bfcl_eval")
 
+from sibling_rows import sibling_rows  # noqa: E402
+
 from ttg_envs.training.meter.datasets import load_trajectories  # noqa: E402
 from ttg_envs.training.meter.evaluation import _move, label_gold_path  # noqa: E402
 from ttg_envs.training.meter.siblings import add_gold_siblings  # noqa: E402
@@ -119,7 +121,6 @@ def test_a_sibling_after_tau2s_opening_reads_the_state_it_left_from(tau2_recorde
     state's best sibling, with both targets."""
     torch = pytest.importorskip("torch")
     from ttg_envs.meters.encoder import EncoderConfig, EncoderMeter, build_model, history_segments
-    from ttg_envs.training.meter.regression import _Example, _full_history_outputs, _sibling_example, _sibling_outputs, trajectory_targets
     from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
     trajectories = _labelled(tau2_recorded)
@@ -128,23 +129,10 @@ def test_a_sibling_after_tau2s_opening_reads_the_state_it_left_from(tau2_recorde
     tokenizer = train_wordpiece_tokenizer([s for h in histories for s in history_segments(h)])
     meter = EncoderMeter(build_model(tiny_encoder(tokenizer, hidden=16, max_tokens=160), 16), tokenizer, EncoderConfig(hidden=16))
     meter.model.eval()
-    batch = []
-    for traj in trajectories:
-        segments = meter.segments(traj.messages)
-        opening = len(segments) - (traj.num_steps + 1)
-        assert opening == 1  # the greeting
-        b, y = trajectory_targets(traj, "expert")
-        batch.append(
-            _Example(segments, b[:1] * opening + b, y[:1] * opening + y, [_sibling_example(meter, s, opening) for s in traj.siblings])
-        )
-    texts = list(dict.fromkeys(s for ex in batch for s in ex.texts()))
-    index = {t: i for i, t in enumerate(texts)}
-    inputs = meter.tokenize(texts)
+    assert all(len(meter.segments(t.messages)) == t.num_steps + 2 for t in trajectories)  # the greeting opens each
+    last, y, pairs = sibling_rows(meter, trajectories)
+    siblings = [s for traj in trajectories for s in traj.siblings]
     with torch.no_grad():
-        vectors = meter.model.embed(inputs["input_ids"], inputs["attention_mask"])
-        *_, (out, states, _) = _full_history_outputs(meter, batch, index, vectors, torch, "cpu")
-        last, _, y, _, pairs, _ = _sibling_outputs(meter, batch, index, vectors, states, out, torch, "cpu")
-        siblings = [s for traj in trajectories for s in traj.siblings]
         whole, _ = meter.predict([meter.segments(s.messages) for s in siblings])
     lengths = [len(meter.segments(s.messages)) for s in siblings]
     read = torch.stack([whole[i, n - 1, 1] for i, n in enumerate(lengths)])

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from sibling_rows import sibling_rows
 
 from ttg_envs.registry import make_policy
 from ttg_envs.training.meter.datasets import load_trajectories
@@ -299,9 +300,8 @@ def test_best_siblings_take_the_planners_next_command_with_its_exact_target(wand
 def test_each_no_op_sibling_is_paired_with_its_states_best_sibling(wandering, one_torch_thread):
     """The pair losses read every sibling against the step taken, and every no-op sibling also
     against the best sibling of its state (the comparison a guide makes), with both targets."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from ttg_envs.meters.encoder import EncoderConfig, EncoderMeter, build_model, history_segments
-    from ttg_envs.training.meter.regression import _Example, _full_history_outputs, _sibling_example, _sibling_outputs, trajectory_targets
     from ttg_envs.training.tiny_models import tiny_encoder, train_wordpiece_tokenizer
 
     trajectories = load_trajectories(wandering)
@@ -313,17 +313,7 @@ def test_each_no_op_sibling_is_paired_with_its_states_best_sibling(wandering, on
         tokenizer,
         EncoderConfig(hidden=16, turn_limit=50),
     )
-    batch = []
-    for traj in trajectories:
-        b, y = trajectory_targets(traj, "expert")
-        batch.append(_Example(meter.segments(traj.messages), b, y, [_sibling_example(meter, s) for s in traj.siblings], 50))
-    texts = list(dict.fromkeys(s for ex in batch for s in ex.texts()))
-    index = {t: i for i, t in enumerate(texts)}
-    inputs = meter.tokenize(texts)
-    with torch.no_grad():
-        vectors = meter.model.embed(inputs["input_ids"], inputs["attention_mask"])
-        *_, (out, states, _) = _full_history_outputs(meter, batch, index, vectors, torch, "cpu")
-        last, _, y, _, pairs, _ = _sibling_outputs(meter, batch, index, vectors, states, out, torch, "cpu")
+    last, y, pairs = sibling_rows(meter, trajectories, 50)
     siblings = [s for traj in trajectories for s in traj.siblings]
     expected = []
     for traj in trajectories:
