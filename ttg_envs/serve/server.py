@@ -168,6 +168,11 @@ class _Sessions:
             raise ServeError(f"unknown session id {str(session_id)[:80]!r} (closed, expired, never reset, or never existed)")
         return found
 
+    def ids(self) -> set[str]:
+        """The ids of the live sessions."""
+        with self._lock:
+            return set(self._by_id)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._by_id)

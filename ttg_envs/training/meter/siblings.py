@@ -1,19 +1,16 @@
 """Siblings: other actions tried in branches from a trajectory's states, each with its exact target.
 
-A meter trained on trajectories sees one action per state, so nothing teaches it that ``look``
-is worth less than the expert's step, or that closing a tau2 conversation before the write is worth
-less than making it. Training ranks each sibling against the trajectory's own next state
-(``RegressionConfig.sibling_weight``), and a sibling of kind ``noop`` or ``departure`` also against
+A meter trained on trajectories sees one action per state, so nothing teaches it that ``look`` is
+worth less than the expert's step. Training ranks each sibling against the trajectory's own next
+state (``RegressionConfig.sibling_weight``), and a ``noop`` or ``departure`` sibling also against
 its state's ``best`` sibling (the comparison a guide makes).
 
-- :func:`add_noop_siblings` (envs with an exact planner: ALFWorld, trajectories recorded through
-  :class:`~ttg_envs.wrappers.PlanLength`): commands that change nothing
-  (:data:`.evaluation.NOOP_VERBS`, plus ``help``), target the plan before them, one turn later;
-  ``best=True`` adds the planner's next command.
-- :func:`add_gold_siblings` (tool envs with a gold path: BFCL, tau2, trajectories labelled by
-  :func:`~.evaluation.label_gold_path`): departures from gold's next move (skipping it, or one of its
-  calls dropped, added or given a wrong argument, :mod:`ttg_envs.envs.perturb`) and gold's move itself,
-  targets gold's remaining tokens from where the replays say the branch stands.
+- :func:`add_noop_siblings` (ALFWorld, recorded through :class:`~ttg_envs.wrappers.PlanLength`):
+  commands that change nothing (:data:`.evaluation.NOOP_VERBS`, ``help``), target the plan before
+  them one turn later; ``best=True`` adds the planner's next command.
+- :func:`add_gold_siblings` (BFCL, tau2, labelled by :func:`~.evaluation.label_gold_path`): gold's
+  move and departures from it (skipping ahead, or a call dropped, added or given a wrong argument),
+  targets gold's remaining tokens from where the replays say each branch stands.
 """
 
 from __future__ import annotations
