@@ -49,12 +49,12 @@ class RegressionConfig:
     Guidance and DeltaTTG read only these changes, and one step moves log(1 + TTG) by a few tenths
     at most, which a loss on the levels alone barely notices (needs a meter without a window).
 
-    Trajectories with ``siblings`` (:mod:`.siblings`, no-op branches from their states) add each
+    Trajectories with ``siblings`` (:mod:`.siblings`, other actions tried from their states) add each
     sibling as one more prefix with its own target, and ``sibling_weight`` adds a loss on the
     difference between a sibling's predicted log(1 + TTG) and the trajectory's own next state's,
     against the targets' difference: the comparison a guide makes between candidates of one state
-    (needs a meter without a window and ``targets="expert"``); a no-op sibling is also paired with
-    its state's ``best`` sibling (the planner's next command) where there is one. ``sibling_rank_weight`` adds a
+    (needs a meter without a window and ``targets="expert"``); a no-op or departure sibling is also
+    paired with its state's ``best`` sibling (the planner's next command, gold's move) where there is one. ``sibling_rank_weight`` adds a
     logistic ranking loss on the same pairs, ``softplus(-sign(d) * (p_s - p_c) / RANK_TEMPERATURE)``
     for a target difference d != 0: the difference loss is satisfied by a small error on a small
     gap whatever its sign, while a guide only reads the sign.
