@@ -5,20 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 
-def sibling_rows(meter: Any, trajectories: list, turn_limit: int | None = None) -> tuple[Any, list, tuple]:
+def sibling_rows(meter: Any, trajectories: list) -> tuple[Any, list, tuple]:
     """(each sibling's head output, its targets, the pairs) for ``trajectories`` as one training
-    batch, read the way ``train_encoder_meter`` reads them (an env's opening segments included)."""
+    batch, built and read as ``train_encoder_meter`` builds and reads it (expert targets)."""
     import torch
 
-    from ttg_envs.training.meter.regression import _Example, _full_history_outputs, _sibling_example, _sibling_outputs, trajectory_targets
+    from ttg_envs.training.meter.regression import _example, _full_history_outputs, _sibling_outputs
 
-    batch = []
-    for traj in trajectories:
-        segments = meter.segments(traj.messages)
-        opening = len(segments) - (traj.num_steps + 1)
-        b, y = trajectory_targets(traj, "expert")
-        siblings = [_sibling_example(meter, s, opening) for s in traj.siblings]
-        batch.append(_Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, turn_limit))
+    batch = [_example(meter, traj, "expert") for traj in trajectories]
     texts = list(dict.fromkeys(s for ex in batch for s in ex.texts()))
     index = {t: i for i, t in enumerate(texts)}
     inputs = meter.tokenize(texts)

@@ -313,7 +313,7 @@ def test_each_no_op_sibling_is_paired_with_its_states_best_sibling(wandering, on
         tokenizer,
         EncoderConfig(hidden=16, turn_limit=50),
     )
-    last, y, pairs = sibling_rows(meter, trajectories, 50)
+    last, y, pairs = sibling_rows(meter, trajectories)
     siblings = [s for traj in trajectories for s in traj.siblings]
     expected = []
     for traj in trajectories:

@@ -185,6 +185,10 @@ _calls = st.lists(
 def test_formatted_calls_parse_back(calls, style):
     if style != "python":
         calls = [c for c in calls if "." not in c.name] or [ToolCall("f", {})]
+    elif any(keyword.iskeyword(part) for c in calls for part in c.name.split(".")):  # e.g. "_.or": no Python name
+        with pytest.raises(ValueError, match="cannot be written in Python call syntax"):
+            format_tool_calls(calls, style)
+        return
     parsed = parse_tool_calls(format_tool_calls(calls, style))
     assert parsed.error is None
     assert [(c.name, c.arguments) for c in parsed.calls] == [(c.name, c.arguments) for c in calls]

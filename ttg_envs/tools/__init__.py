@@ -13,7 +13,7 @@ The parser (:mod:`.parsing`) reads Hermes ``<tool_call>`` blocks, bare JSON and 
 :class:`ToolEnv` is the TextEnv base that wires tool calls into ``step``.
 """
 
-from .calls import CALL_STYLES, ParsedResponse, ToolCall, action_text, format_tool_calls
+from .calls import CALL_STYLES, ParsedResponse, ToolCall, action_text, format_tool_calls, message_calls
 from .parsing import FORMAT_HINT, HERMES_FORMAT, parse_tool_calls
 from .prompt import format_tool_responses, render_tool_list, render_tools_prompt
 from .schema import Tool, bind_positional, tool_index, validate_call
@@ -43,6 +43,7 @@ __all__ = [
     "action_text",
     "bind_positional",
     "format_tool_calls",
+    "message_calls",
     "format_tool_responses",
     "parse_tool_calls",
     "render_tool_list",

@@ -59,8 +59,8 @@ def format_tool_calls(calls: Sequence[ToolCall], style: str = "hermes") -> str:
 
     ``hermes``: one ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block per call, as
     Qwen3's chat template renders them; ``json``: a JSON list of ``{"name", "arguments"}``;
-    ``python``: BFCL's ``[f(a=1), g(b="x")]`` (argument names must be identifiers, not keywords
-    such as ``from``: those raise ValueError).
+    ``python``: BFCL's ``[f(a=1), g(b="x")]`` (argument names and each dotted part of a function
+    name must be identifiers, not keywords such as ``from``: those raise ValueError).
     """
     if style == "hermes":
         return "\n".join(
@@ -74,11 +74,30 @@ def format_tool_calls(calls: Sequence[ToolCall], style: str = "hermes") -> str:
     if style == "json":
         return json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls], ensure_ascii=False)
     if style == "python":
-        clash = [k for c in calls for k in c.arguments if keyword.iskeyword(k) or not k.isidentifier()]
+        clash = [k for c in calls for k in c.arguments if not python_name(k)]
+        clash += [c.name for c in calls if not all(python_name(part) for part in c.name.split("."))]
         if clash:
-            raise ValueError(f"argument names {clash} cannot be written in Python call syntax; use style='hermes'")
+            raise ValueError(f"names {clash} cannot be written in Python call syntax; use style='hermes'")
         return "[" + ", ".join(f"{c.name}({', '.join(f'{k}={v!r}' for k, v in c.arguments.items())})" for c in calls) + "]"
     raise ValueError(f"style must be one of {CALL_STYLES}, got {style!r}")
+
+
+def python_name(name: str) -> bool:
+    """Whether ``name`` can stand as a name in Python call syntax (an identifier, not a keyword).
+
+    >>> python_name("folder"), python_name("from"), python_name("a-b")
+    (True, False, False)
+    """
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def message_calls(message: dict[str, Any]) -> list[ToolCall]:
+    """The calls a transcript's assistant ``message`` keeps in its OpenAI ``tool_calls`` (ids left out).
+
+    >>> message_calls({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": '{"x": 1}'}}]})
+    [ToolCall(name='f', arguments={'x': 1}, id='')]
+    """
+    return [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in message.get("tool_calls") or ()]
 
 
 def action_text(message: dict[str, Any], style: str = "hermes") -> str:
@@ -90,8 +109,8 @@ def action_text(message: dict[str, Any], style: str = "hermes") -> str:
     '<tool_call>\\n{"name": "f", "arguments": {"x": 1}}\\n</tool_call>'
     """
     content = str(message.get("content") or "")
-    calls = message.get("tool_calls") or ()
+    calls = message_calls(message)
     if not calls or "<tool_call>" in content:
         return content
-    text = format_tool_calls([ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in calls], style)
+    text = format_tool_calls(calls, style)
     return f"{content}\n{text}" if content.strip() else text

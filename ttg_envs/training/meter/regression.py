@@ -121,17 +121,7 @@ def train_encoder_meter(
         p.requires_grad_(not frozen)
     if any(t.siblings for t in trajectories) and (config.targets != "expert" or meter.config.window is not None):
         raise ValueError("siblings need targets='expert' and a meter that reads the whole history (window None)")
-    data = []
-    for traj in trajectories:
-        segments = meter.segments(traj.messages)
-        # Assistant messages of the env's opening (tau2's greeting) are segments before h_0: they
-        # take h_0's targets (the meter is only asked from h_0 on).
-        opening = len(segments) - (traj.num_steps + 1)
-        if opening < 0:
-            raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
-        siblings = [_sibling_example(meter, s, opening) for s in traj.siblings]
-        b, y = trajectory_targets(traj, config.targets)
-        data.append(_Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, traj.turn_limit))
+    data = [_example(meter, traj, config.targets) for traj in trajectories]
     meter.clear_cache()
     if frozen:
         all_texts = list(dict.fromkeys(s for ex in data for s in ex.texts()))
@@ -185,6 +175,19 @@ class _Example(NamedTuple):
     def texts(self) -> list:
         """Every segment the example reads."""
         return [*self.segs, *(s for _, segs, *_ in self.siblings for s in segs)]
+
+
+def _example(meter: EncoderMeter, traj: Trajectory, targets: str) -> _Example:
+    """``traj``'s training data as the meter reads it, its siblings' rows included."""
+    segments = meter.segments(traj.messages)
+    # Assistant messages of the env's opening (tau2's greeting) are segments before h_0: they
+    # take h_0's targets (the meter is only asked from h_0 on).
+    opening = len(segments) - (traj.num_steps + 1)
+    if opening < 0:
+        raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
+    siblings = [_sibling_example(meter, s, opening) for s in traj.siblings]
+    b, y = trajectory_targets(traj, targets)
+    return _Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, traj.turn_limit)
 
 
 def _sibling_example(meter: EncoderMeter, sibling: Any, opening: int = 0) -> tuple[int, list, float, float, str]:

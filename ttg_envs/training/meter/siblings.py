@@ -15,7 +15,6 @@ its state's ``best`` sibling (the comparison a guide makes).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -257,19 +256,15 @@ def _departures(gold: list, k: int, rng: random.Random) -> tuple[list[str], list
     gold's last move: the conversation or turn ended early), and the move's calls with one dropped,
     an extra one, or one argument changed (distinct texts, each list in a fixed order)."""
     from ...envs.perturb import KINDS, Perturber
-    from ...tools import ToolCall, action_text, format_tool_calls
-    from ...tools.parsing import parse_tool_calls
-
-    def calls_of(message: dict[str, Any]) -> list[ToolCall]:
-        return [ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")) for c in message.get("tool_calls") or ()]
+    from ...tools import CALL_STYLES, action_text, format_tool_calls, message_calls, parse_tool_calls
 
     ends = list(dict.fromkeys(action_text(gold[j]) for j in (k + 1, len(gold) - 1) if k < j < len(gold)))
     texts: list[str] = []
-    calls = calls_of(gold[k])
+    calls = message_calls(gold[k])
     if calls:
         style = parse_tool_calls(str(gold[k].get("content") or "")).style
-        style = style if style in ("hermes", "json", "python") else "hermes"
-        others = [c for j, m in enumerate(gold) if j != k for c in calls_of(m) if c not in calls]
+        style = style if style in CALL_STYLES else "hermes"
+        others = [c for j, m in enumerate(gold) if j != k for c in message_calls(m) if c not in calls]
         perturber = Perturber(1.0, seed=rng.randrange(2**32))
         for kind in KINDS:
             departed = perturber.depart(kind, list(calls), others)
