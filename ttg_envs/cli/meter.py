@@ -172,6 +172,12 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         type=int,
         help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",
     )
+    p.add_argument(
+        "--ensemble",
+        type=int,
+        help="encoder: train N meters alike on the same examples, member k from seed SEED + k, and save them as one "
+        "meter whose estimate is made from their mean outputs (1: a single meter; default: %(default)s)",
+    )
     p.add_argument("--batch-size", type=int)
     p.add_argument("--max-examples", type=int, help="causal: subsample SFT prefixes")
     p.add_argument("--max-prompt-tokens", type=int, help="causal: meter prompt budget (default 384 tiny, 6144 otherwise)")

@@ -29,8 +29,9 @@ def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> Progre
       (:mod:`ttg_envs.model_spec`);
     - ``vllm:<name-or-path>``: :class:`~ttg_envs.meters.vllm.VLLMMeter`;
     - ``openai:<base-url>#<model>``: :class:`~ttg_envs.meters.http.OpenAIMeter`;
-    - ``encoder:<path>``: :class:`~ttg_envs.meters.encoder.EncoderMeter` saved folder;
-    - a folder with ``meter.json``: the backend its ``kind`` names (``transformers`` or ``encoder``);
+    - ``encoder:<path>``: :class:`~ttg_envs.meters.encoder.EncoderMeter` saved folder (an
+      :class:`~ttg_envs.meters.ensemble.EnsembleMeter` where its ``meter.json`` says ``ensemble``);
+    - a folder with ``meter.json``: the backend its ``kind`` names (``transformers``, ``encoder`` or ``ensemble``);
       any other folder or name: a causal LM for the transformers backend.
 
     A spec that can only be a local path and names nothing raises
@@ -49,7 +50,7 @@ def load_meter(spec: str | os.PathLike | ProgressMeter, **kwargs: Any) -> Progre
     _check_local(text)
     config = Path(text) / METER_CONFIG
     kind = json.loads(config.read_text()).get("kind", "transformers") if config.is_file() else "transformers"
-    return _from_scheme("encoder" if kind == "encoder" else "hf", text, kwargs)
+    return _from_scheme("encoder" if kind in ("encoder", "ensemble") else "hf", text, kwargs)
 
 
 def _parse(text: str) -> tuple[str | None, str]:
@@ -82,8 +83,13 @@ def _from_scheme(scheme: str, rest: str, kwargs: dict[str, Any]) -> ProgressMete
         return OpenAIMeter(base_url, model, **kwargs)
     from .encoder import EncoderMeter
 
-    if not (Path(rest) / METER_CONFIG).is_file():
+    config = Path(rest) / METER_CONFIG
+    if not config.is_file():
         raise ModelNotFoundError(f"encoder meter not found: {rest!r} (no {METER_CONFIG} in {Path(rest).absolute()})")
+    if json.loads(config.read_text()).get("kind") == "ensemble":
+        from .ensemble import EnsembleMeter
+
+        return EnsembleMeter.from_pretrained(rest, **kwargs)
     return EncoderMeter.from_pretrained(rest, **kwargs)
 
 

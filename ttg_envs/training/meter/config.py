@@ -36,7 +36,9 @@ class MeterTrainConfig(MeterRunConfig):
 
     ``report_to`` names the experiment trackers (:mod:`ttg_envs.training.tracking`); ``lora_r`` > 0
     trains a LoRA adapter on a causal meter (:mod:`ttg_envs.training.lora`; ``lora_targets``: a comma
-    list or a sequence of module names).
+    list or a sequence of module names). ``ensemble`` > 1 trains that many encoder meters, member k
+    from seed ``seed + k`` (initial weights and example order; the held-out split stays ``seed``'s),
+    saved as one :class:`~ttg_envs.meters.ensemble.EnsembleMeter`.
 
     >>> MeterTrainConfig(epochs=10).backbone, MeterTrainConfig().splits
     ('encoder:tiny', ('train',))
@@ -65,6 +67,7 @@ class MeterTrainConfig(MeterRunConfig):
     gold_siblings: int = 0
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
+    ensemble: int = 1
     batch_size: int = 16
     max_examples: int | None = None
     max_prompt_tokens: int | None = None

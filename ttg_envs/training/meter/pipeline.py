@@ -147,8 +147,12 @@ def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
         print(f"{made} {'no-op and best' if config.best_siblings else 'no-op'} siblings from {len(train)} trajectories")
     kind, _, name = config.backbone.partition(":")
     start = time.perf_counter()
-    if kind == "encoder":
+    if kind == "encoder" and config.ensemble > 1:
+        meter, train_stats = _train_ensemble(name, train, config, device, reporter)
+    elif kind == "encoder":
         meter, train_stats = train_encoder(name, train, config, device, reporter)
+    elif config.ensemble > 1:
+        raise SystemExit("--ensemble trains encoder meters (--backbone encoder:...)")
     elif kind == "causal":
         meter, train_stats = train_causal(name, train, config, device, reporter)
     else:
@@ -188,6 +192,30 @@ def _train(config: MeterTrainConfig, device: str, reporter: Any) -> None:
                 else ""
             )
         )
+
+
+def _train_ensemble(name: str, train: list, config: MeterTrainConfig, device: str, reporter: Any):
+    """``config.ensemble`` encoder meters trained on ``train``, member k from seed ``config.seed + k``,
+    as one :class:`~ttg_envs.meters.ensemble.EnsembleMeter`; (meter, stats with each member's)."""
+    from dataclasses import replace
+
+    import numpy as np
+    import torch
+
+    from ...meters.ensemble import EnsembleMeter
+    from .backbones import train_encoder
+
+    members, stats = [], []
+    for k in range(config.ensemble):
+        seed = config.seed + k
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        print(f"ensemble member {k + 1} of {config.ensemble} (seed {seed})")
+        meter, member_stats = train_encoder(name, train, replace(config, seed=seed), device, reporter)
+        members.append(meter)
+        stats.append(member_stats)
+    return EnsembleMeter(members), {"members": stats}
 
 
 def _carried_steps(env_id: str, env_kwargs: dict[str, Any], trajectories: list, unchanged: Any) -> list[list[bool]]:
