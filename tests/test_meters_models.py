@@ -232,6 +232,44 @@ def test_compact_calls_read_a_call_by_its_name_and_arguments_within_the_segment_
     assert load_meter(str(tmp_path / "m")).segments(history) == encoder_meter.segments(history)
 
 
+#: A BFCL multi-turn transcript: the second turn's request names the second call's arguments.
+MULTI_TURN = [
+    {"role": "system", "content": "rules"},
+    {"role": "user", "content": "List the files in the current folder."},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+    {"role": "tool", "content": "report.txt notes.txt"},
+    {"role": "assistant", "content": "Done."},
+    {"role": "user", "content": "Move report.txt into the archive folder."},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "mv", "arguments": '{"source": "report.txt", "destination": "archive"}'}}
+        ],
+    },
+    {"role": "tool", "content": "ok"},
+]
+
+
+def test_request_per_turn_pairs_each_action_with_the_request_it_answers(encoder_meter, tmp_path):
+    config = dataclasses.replace(encoder_meter.config, max_task_tokens=64, mark_task_words=True, task_pattern=None)
+    plain = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, config)
+    meter = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, dataclasses.replace(config, request_per_turn=True))
+    segs, before = meter.segments(MULTI_TURN), plain.segments(MULTI_TURN)
+    first, second = "List the files in the current folder.", "Move report.txt into the archive folder."
+    assert [pair for pair, _ in before] == [first] * 4
+    assert [pair for pair, _ in segs] == [first, first, first, second]
+    # the second turn's call is marked against its own request; the statement's words mark nothing there
+    assert "^archive" in segs[3][1] and "^archive" not in before[3][1]
+    assert segs[:3] == before[:3]
+    # each history h_t (before a decision) reads the first segments of the whole one, as the meter is trained
+    for end in [i for i, m in enumerate(MULTI_TURN) if m["role"] == "assistant"] + [len(MULTI_TURN)]:
+        prefix = meter.segments(MULTI_TURN[:end])
+        assert prefix == segs[: len(prefix)]
+    meter.save_pretrained(tmp_path / "m")
+    assert load_meter(str(tmp_path / "m")).config.request_per_turn
+
+
 def test_history_segments_can_drop_reasoning():
     history = [
         {"role": "user", "content": "Your task is to: put a mug in fridge 0."},

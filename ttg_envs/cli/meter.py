@@ -122,6 +122,12 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: the task statement is the first user message, also when the agent spoke first (tau2)",
     )
     p.add_argument(
+        "--request-per-turn",
+        action="store_true",
+        help="encoder: pair each action segment with the last user message before it (the request it answers) "
+        "instead of the task statement, and mark that request's words (multi-turn tasks: BFCL)",
+    )
+    p.add_argument(
         "--compact-calls",
         action="store_true",
         help="encoder: read an agent's tool calls as 'name {arguments}' instead of the OpenAI call JSON (tau2)",

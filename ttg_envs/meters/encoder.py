@@ -84,6 +84,12 @@ class EncoderConfig:
             ``type`` fields fill the first ~35 tokens of the segment, so that within
             ``max_segment_tokens`` the meter reads which call was made, with what, and the start
             of its result. False (saved meters without the field): the JSON, as before.
+        request_per_turn: each action segment is paired with the last user message before its
+            action (the request that action answers: :func:`turn_requests`) instead of the task
+            statement, and task words are marked against that request. In a multi-turn task
+            (BFCL) a later turn's calls are then read beside the request that names their
+            arguments; the task segment keeps the task statement. False (saved meters without
+            the field): every segment is paired with the task statement.
     """
 
     window: int | None = None
@@ -98,6 +104,7 @@ class EncoderConfig:
     carry_gate: bool = False
     task_from_user: bool = False
     compact_calls: bool = False
+    request_per_turn: bool = False
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -189,6 +196,25 @@ def first_user_text(history: Sequence[Mapping[str, Any]]) -> str:
         if message.get("role") == "user":
             return message_text(message).strip()
     return ""
+
+
+def turn_requests(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For each assistant message of ``history``, the text of the last user message before it ("" when none).
+
+    >>> turn_requests([{"role": "user", "content": "ls"}, {"role": "assistant", "content": "a"},
+    ...                {"role": "tool", "content": "x"}, {"role": "assistant", "content": "b"},
+    ...                {"role": "user", "content": "cd docs"}, {"role": "assistant", "content": "c"}])
+    ['ls', 'ls', 'cd docs']
+    """
+    out: list[str] = []
+    last = ""
+    for message in history:
+        role = message.get("role")
+        if role == "user":
+            last = message_text(message).strip()
+        elif role == "assistant":
+            out.append(last)
+    return out
 
 
 def task_statement(task_segment: str, pattern: str | None) -> str:
@@ -344,6 +370,7 @@ class EncoderMeter(CachedMeter):
         self.segment_cache_size = int(segment_cache_size)
         self._segments: OrderedDict[Segment, Any] = OrderedDict()
         self._turn_limit = turn_limit
+        self._cut_tasks: dict[str, str] = {}  # task statements and requests as _task cut them
         if call_threads == "auto":
             call_threads = 1 if self.device.type == "cpu" else None
         self.call_threads = call_threads
@@ -433,9 +460,12 @@ class EncoderMeter(CachedMeter):
         texts = history_segments(history, self.config.include_system, self.config.drop_reasoning, self.config.compact_calls)
         source = first_user_text(history) if self.config.task_from_user else texts[0]
         task = self._task(task_statement(source, self.config.task_pattern))
+        pairs = [task] * len(texts)
+        if self.config.request_per_turn:  # the action segments of a history are texts[1:], one per assistant message
+            pairs[1:] = [self._task(r) if r else task for r in turn_requests(history)]
         if self.config.mark_task_words:
-            texts = texts[:1] + [mark_task_words(text, task) for text in texts[1:]]
-        return [(task, text) for text in texts]
+            texts = texts[:1] + [mark_task_words(text, pair) for text, pair in zip(texts[1:], pairs[1:])]
+        return list(zip(pairs, texts))
 
     def window(self, segments: Sequence[Segment]) -> list[Segment]:
         """The segments the meter reads: the task segment and the last ``config.window`` others."""
@@ -444,6 +474,14 @@ class EncoderMeter(CachedMeter):
 
     def _task(self, text: str) -> str:
         """``text`` cut after its first ``max_task_tokens`` tokens (cut in the text, not decoded)."""
+        cut = self._cut_tasks.get(text)
+        if cut is None:
+            if len(self._cut_tasks) >= 4096:
+                self._cut_tasks.clear()
+            cut = self._cut_tasks[text] = self._cut_task(text)
+        return cut
+
+    def _cut_task(self, text: str) -> str:
         enc = self.tokenizer(
             text, add_special_tokens=False, truncation=True, max_length=self.config.max_task_tokens, return_offsets_mapping=True
         )

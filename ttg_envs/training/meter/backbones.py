@@ -45,6 +45,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         mark_task_words=settings.mark_task_words,
         carry_gate=settings.carry_gate,
         task_from_user=settings.task_from_user,
+        request_per_turn=settings.request_per_turn,
         compact_calls=settings.compact_calls,
     )
     if name == "tiny":

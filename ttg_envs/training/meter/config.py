@@ -61,6 +61,7 @@ class MeterTrainConfig(MeterRunConfig):
     mark_task_words: bool = False
     carry_gate: bool = False
     task_from_user: bool = False
+    request_per_turn: bool = False
     compact_calls: bool = False
     noop_siblings: int = 0
     best_siblings: bool = False
