@@ -444,3 +444,18 @@ def test_anchored_step_accuracy_lets_the_outcome_decide_the_last_step_only():
     assert (report.good_step_accuracy, report.bad_step_accuracy) == (0.0, 1.0)
     assert (report.anchored_good_step_accuracy, report.anchored_bad_step_accuracy) == (1.0, 1.0)
     assert "balanced, last step anchored" in markdown_report({"x": report}).splitlines()[0]
+
+
+def test_step_rank_loss_by_hand():
+    """The logistic loss on consecutive prefixes' order: worked by hand, pairs across trajectories and NaN targets left out."""
+    from ttg_envs.training.meter.regression import RANK_TEMPERATURE, _step_rank_loss
+
+    pred = torch.tensor([1.0, 0.9, 0.95, 0.2, 0.4])
+    y = torch.tensor([2.0, 1.5, math.nan, 1.0, 1.0])
+    # trajectory 1: (0 -> 1) target falls by 0.5, predicted falls by 0.1: softplus(-0.1 / T); (1 -> 2) no target.
+    # trajectory 2: (3 -> 4) equal targets: no order. Nothing pairs rows 2 and 3 (different trajectories).
+    expected = math.log1p(math.exp(-0.1 / RANK_TEMPERATURE))
+    assert _step_rank_loss(pred, y, [3, 2], torch).item() == pytest.approx(expected, rel=1e-5)
+    wrong = torch.tensor([1.0, 1.1, 0.95, 0.2, 0.4])  # predicted to rise: a larger loss
+    assert _step_rank_loss(wrong, y, [3, 2], torch).item() == pytest.approx(math.log1p(math.exp(0.1 / RANK_TEMPERATURE)), rel=1e-5)
+    assert _step_rank_loss(pred, torch.full((5,), math.nan), [3, 2], torch).item() == 0.0

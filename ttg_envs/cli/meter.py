@@ -174,6 +174,12 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: weight of a logistic loss on the order of a no-op sibling's estimate and the step taken's (default: %(default)s)",
     )
     p.add_argument(
+        "--step-rank-weight",
+        type=float,
+        help="encoder: weight of a logistic loss on the order of consecutive states' estimates, wherever their "
+        "targets differ (the sign of each step's predicted change) (default: %(default)s)",
+    )
+    p.add_argument(
         "--turn-limit",
         type=int,
         help="encoder: make the meter budget-aware, reading the turns left of episodes with this limit (0: blind; default: %(default)s)",

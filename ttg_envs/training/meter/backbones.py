@@ -84,6 +84,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         delta_weight=settings.delta_weight,
         sibling_weight=settings.sibling_weight,
         sibling_rank_weight=settings.sibling_rank_weight,
+        step_rank_weight=settings.step_rank_weight,
     )
     losses = train_encoder_meter(meter, train, rc, on_step=reporter.stage("encoder/") if reporter else None)
     return meter, {"losses_first_last": [losses[0], losses[-1]], "steps": len(losses), "config": rc.__dict__}

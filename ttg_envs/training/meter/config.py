@@ -68,6 +68,7 @@ class MeterTrainConfig(MeterRunConfig):
     gold_siblings: int = 0
     sibling_weight: float = RegressionConfig.sibling_weight
     sibling_rank_weight: float = RegressionConfig.sibling_rank_weight
+    step_rank_weight: float = RegressionConfig.step_rank_weight
     ensemble: int = 1
     batch_size: int = 16
     max_examples: int | None = None

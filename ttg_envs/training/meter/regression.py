@@ -59,6 +59,11 @@ class RegressionConfig:
     for a target difference d != 0: the difference loss is satisfied by a small error on a small
     gap whatever its sign, while a guide only reads the sign.
 
+    ``step_rank_weight`` adds the same logistic ranking loss on consecutive prefixes of each
+    trajectory, wherever both have a TTG target and the targets differ: the sign of the step's
+    predicted change, which is what step quality, guidance and a carried no-op (compared with the
+    state before it) read (needs a meter without a window).
+
     A meter with a carry gate (``EncoderConfig.carry_gate``) also learns the gate by
     cross-entropy, weighted by ``gate_weight``: 1 where a prefix's TTG target equals the previous
     prefix's (the action left the remaining work as it was; a sibling always), 0 where it differs.
@@ -77,6 +82,7 @@ class RegressionConfig:
     delta_weight: float = 0.0
     sibling_weight: float = 1.0
     sibling_rank_weight: float = 0.0
+    step_rank_weight: float = 0.0
     gate_weight: float = 1.0
 
 
@@ -218,8 +224,8 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
             if gates is not None:
                 gates = tuple(torch.cat([a, c]) for a, c in zip(gates, sib_gates))
     else:
-        if config.delta_weight:
-            raise ValueError("delta_weight needs a meter that reads the whole history (window None)")
+        if config.delta_weight or config.step_rank_weight:
+            raise ValueError("delta_weight and step_rank_weight need a meter that reads the whole history (window None)")
         last, b, y, w = _windowed_outputs(meter, batch, index, vectors, torch, device)
     b = torch.tensor(b, device=device)
     y = torch.tensor(y, device=device)
@@ -233,6 +239,8 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         reg = last[:, 1].sum() * 0.0
     if config.delta_weight:
         reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(ex.segs) for ex in batch], torch)
+    if config.step_rank_weight:
+        reg = reg + config.step_rank_weight * _step_rank_loss(last[:, 1], y, [len(ex.segs) for ex in batch], torch)
     if pairs is not None and config.sibling_weight:
         reg = reg + config.sibling_weight * _pair_loss(*pairs, torch)
     if pairs is not None and config.sibling_rank_weight:
@@ -319,17 +327,28 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     return last, b, y, w, pairs, gates
 
 
+def _consecutive(lengths: list[int], device: Any, torch: Any) -> Any:
+    """Row of each prefix that has a next one (rows are the prefixes, trajectory after trajectory)."""
+    starts = [sum(lengths[:k]) for k in range(len(lengths))]
+    return torch.tensor([s + t for s, n in zip(starts, lengths) for t in range(n - 1)], dtype=torch.long, device=device)
+
+
 def _delta_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
     """Smooth-L1 between predicted and target changes of log(1 + TTG) over consecutive prefixes of
     each trajectory (rows of ``pred``/``y`` are the prefixes, trajectory after trajectory)."""
-    starts = [sum(lengths[:k]) for k in range(len(lengths))]
-    first = torch.tensor([s + t for s, n in zip(starts, lengths) for t in range(n - 1)], dtype=torch.long, device=pred.device)
+    first = _consecutive(lengths, pred.device, torch)
     target = y[first + 1] - y[first]
     ok = ~torch.isnan(target)
     if not ok.any():  # also when no trajectory has two prefixes
         return pred.sum() * 0.0
     change = pred[first + 1] - pred[first]
     return torch.nn.functional.smooth_l1_loss(change[ok], target[ok], beta=0.1)
+
+
+def _step_rank_loss(pred: Any, y: Any, lengths: list[int], torch: Any) -> Any:
+    """:func:`_rank_loss` of each prefix's successor against it, over consecutive prefixes (rows as in :func:`_delta_loss`)."""
+    first = _consecutive(lengths, pred.device, torch)
+    return _rank_loss(pred[first + 1], pred[first], y[first + 1], y[first], torch)
 
 
 def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
