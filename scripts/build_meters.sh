@@ -17,8 +17,10 @@
 # where the settings were chosen), five policies each (expert, noisy expert at eps 0.25, 0.5, 0.75
 # and random, whose random admissible commands include help, look, inventory and examine), plus
 # no-op siblings (--noop-siblings 2: at every 3rd state, two commands that change nothing, tried in
-# branches of the engine with their exact targets, ranked against the step taken). One torch thread
-# (--threads 1), so the rebuilt meter is the same on any machine.
+# branches of the engine with their exact targets, ranked against the step taken), and a logistic
+# loss on the order of consecutive states' estimates (--step-rank-weight 1: the sign of each step's
+# predicted change). One torch thread (--threads 1), so the rebuilt meter is the same on any machine.
+# Its held-out figures are measured raw and with the estimate carried over declared no-ops (--carry-noops).
 # ALFWORLD_TRAJECTORIES=DIR (BFCL_TRAJECTORIES, TAU2_TRAJECTORIES) trains on trajectory files
 # recorded before by the same command.
 #
@@ -98,10 +100,10 @@ build_alfworld() {
     $TTG train-meter --env ttg/ALFWorld-v0 --splits train $source \
         --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 noisy_expert:1 \
         --targets expert --turn-limit 50 --mark-task-words --epochs 6 --val-fraction 0 \
-        --noop-siblings 2 --threads 1 \
+        --noop-siblings 2 --step-rank-weight 1 --threads 1 \
         --out "$WORK/alfworld/train"
     $TTG eval-meter --env ttg/ALFWorld-v0 --meter "$WORK/alfworld/train/meter" --splits valid_seen valid_unseen \
-        --limit 24 --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 --out "$WORK/alfworld/eval"
+        --limit 24 --policies expert noisy_expert:0.25 noisy_expert:0.5 noisy_expert:0.75 --carry-noops --out "$WORK/alfworld/eval"
     ship alfworld ttg/ALFWorld-v0
 }
 

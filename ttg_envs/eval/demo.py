@@ -146,9 +146,9 @@ def train_demo_meter(
 
     On envs with a planner the labels are the expert roll-out's from every state, the meter is
     budget-aware (it reads the turns left of the env's turn limit), it marks the task's words in
-    action segments and it learns from two no-op siblings at every third state (commands that change
-    nothing, tried in branches: the shipped ALFWorld meter's recipe, chosen on a development panel of
-    train tasks, see the README). One torch thread (the training default), so reruns give one meter.
+    action segments, it learns from two no-op siblings at every third state (commands that change
+    nothing, tried in branches) and it learns the sign of each step's change (``step_rank_weight``):
+    the shipped ALFWorld meter's recipe, chosen on a development panel of train tasks, see the README. One torch thread (the training default), so reruns give one meter.
     """
     from ..registry import ENV_SPECS, turn_limit
     from ..training.meter.pipeline import train_meter
@@ -171,6 +171,7 @@ def train_demo_meter(
         turn_limit=int(limit) if planner else 0,
         mark_task_words=planner,
         noop_siblings=2 if planner else 0,
+        step_rank_weight=1.0 if planner else 0.0,
     )
 
 
