@@ -148,7 +148,8 @@ def train_demo_meter(
     budget-aware (it reads the turns left of the env's turn limit), it marks the task's words in
     action segments, it learns from two no-op siblings at every third state (commands that change
     nothing, tried in branches) and it learns the sign of each step's change (``step_rank_weight``):
-    the shipped ALFWorld meter's recipe, chosen on a development panel of train tasks, see the README. One torch thread (the training default), so reruns give one meter.
+    the shipped ALFWorld meter's recipe, chosen on a development panel of train tasks, see the README.
+    One torch thread (the training default), so reruns give one meter.
     """
     from ..registry import ENV_SPECS, turn_limit
     from ..training.meter.pipeline import train_meter

@@ -475,23 +475,12 @@ class EncoderMeter(CachedMeter):
 
     def _task(self, text: str) -> str:
         """``text`` cut after its first ``max_task_tokens`` tokens (cut in the text, not decoded)."""
-        cut = self._cut_tasks.get(text)
-        if cut is None:
-            if len(self._cut_tasks) >= 4096:
-                self._cut_tasks.clear()
-            cut = self._cut_tasks[text] = self._cut_task(text)
-        return cut
+        return _remember(self._cut_tasks, text, 4096, self._cut_task)
 
     def _marked(self, text: str, task: str) -> str:
         """:func:`mark_task_words` of a segment, remembered: a history's segments are read again at every
         later step (the marking was 40% of an ALFWorld estimate's CPU before)."""
-        key = (text, task)
-        marked = self._marks.get(key)
-        if marked is None:
-            if len(self._marks) >= self.segment_cache_size:
-                self._marks.clear()
-            marked = self._marks[key] = mark_task_words(text, task)
-        return marked
+        return _remember(self._marks, (text, task), self.segment_cache_size, lambda key: mark_task_words(*key))
 
     def _cut_task(self, text: str) -> str:
         enc = self.tokenizer(
@@ -570,25 +559,34 @@ class EncoderMeter(CachedMeter):
         with torch.inference_mode(), torch_threads(self.call_threads):
             return self.model(padded, lengths, turns_left), lengths
 
+    def last_outputs(self, histories: Sequence[History], idle: Sequence[int] | None = None) -> Any:
+        """Head outputs ``[B, 2]`` (completion logit, log1p remaining tokens) at each history's last
+        read segment, as if ``idle[b]`` more turns had been spent after it (default: none)."""
+        segment_lists = [self.segments(h) for h in histories]
+        steps = [len(s) - 1 + (int(idle[b]) if idle is not None else 0) for b, s in enumerate(segment_lists)]
+        out, lengths = self.predict([self.window(s) for s in segment_lists], steps)
+        return out[self._torch.arange(len(segment_lists)), lengths - 1]
+
     def estimate_at_turns(self, histories: Sequence[History], idle: Sequence[int]) -> list[Estimate]:
         """Estimates for ``histories`` as if ``idle[b]`` more turns had been spent after each (the same
         state with fewer turns left; :meth:`estimate` for a meter blind to the turn limit). What
         ``ProgressMeterWrapper(carry_noops=True)`` carries over steps that left the task state as it was."""
         if not self.budget_aware:
             return self.estimate(histories)
-        segment_lists = [self.segments(h) for h in histories]
-        steps = [len(s) - 1 + int(k) for s, k in zip(segment_lists, idle)]
-        out, lengths = self.predict([self.window(s) for s in segment_lists], steps)
-        return [estimate_from_outputs(*(float(v) for v in out[b, n - 1])) for b, n in enumerate(lengths.tolist())]
+        return [estimate_from_outputs(*row) for row in self.last_outputs(histories, idle).tolist()]
 
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
-        segment_lists = [self.segments(h) for h in histories]
-        out, lengths = self.predict([self.window(s) for s in segment_lists], [len(s) - 1 for s in segment_lists])
-        results = []
-        for b, n in enumerate(lengths.tolist()):
-            logit, log_remaining = (float(v) for v in out[b, n - 1])
-            results.append(estimate_from_outputs(logit, log_remaining))
-        return results
+        return [estimate_from_outputs(*row) for row in self.last_outputs(histories).tolist()]
+
+
+def _remember(memo: dict, key: Any, limit: int, make: Any) -> Any:
+    """``memo[key]``, made by ``make(key)`` the first time (the memo is emptied when it holds ``limit``)."""
+    value = memo.get(key)
+    if value is None:
+        if len(memo) >= limit:
+            memo.clear()
+        value = memo[key] = make(key)
+    return value
 
 
 def estimate_from_outputs(logit: float, log_remaining: float) -> Estimate:

@@ -104,12 +104,5 @@ class EnsembleMeter(CachedMeter):
         return self._mean_estimates(histories, [0] * len(histories))
 
     def _mean_estimates(self, histories: list[History], idle: list[int]) -> list[Estimate]:
-        total = None
-        for member in self.members:
-            segment_lists = [member.segments(h) for h in histories]
-            steps = [len(s) - 1 + k for s, k in zip(segment_lists, idle)]
-            out, lengths = member.predict([member.window(s) for s in segment_lists], steps)
-            last = out[member._torch.arange(len(histories)), lengths - 1]  # [B, 2]: each history's last read segment
-            total = last if total is None else total + last
-        mean = (total / len(self.members)).tolist()
-        return [estimate_from_outputs(logit, log_remaining) for logit, log_remaining in mean]
+        mean = sum(member.last_outputs(histories, idle) for member in self.members) / len(self.members)
+        return [estimate_from_outputs(*row) for row in mean.tolist()]

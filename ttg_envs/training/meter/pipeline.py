@@ -23,15 +23,22 @@ from .record import DEFAULT_POLICIES, collect_trajectories
 __all__ = ["EVAL_DEFAULTS", "TRAIN_DEFAULTS", "MeterEvalConfig", "MeterTrainConfig", "evaluate", "train", "train_meter"]
 
 
-def _setup(config: MeterRunConfig) -> str:
+def _seed(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global RNGs."""
     import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _setup(config: MeterRunConfig) -> str:
     import torch
 
     if config.threads:
         torch.set_num_threads(config.threads)
-    random.seed(config.seed)
-    np.random.seed(config.seed)
-    torch.manual_seed(config.seed)
+    _seed(config.seed)
     return config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -199,18 +206,13 @@ def _train_ensemble(name: str, train: list, config: MeterTrainConfig, device: st
     as one :class:`~ttg_envs.meters.ensemble.EnsembleMeter`; (meter, stats with each member's)."""
     from dataclasses import replace
 
-    import numpy as np
-    import torch
-
     from ...meters.ensemble import EnsembleMeter
     from .backbones import train_encoder
 
     members, stats = [], []
     for k in range(config.ensemble):
         seed = config.seed + k
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
+        _seed(seed)
         print(f"ensemble member {k + 1} of {config.ensemble} (seed {seed})")
         meter, member_stats = train_encoder(name, train, replace(config, seed=seed), device, reporter)
         members.append(meter)
