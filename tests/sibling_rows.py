@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def sibling_rows(meter: Any, trajectories: list) -> tuple[Any, list, tuple]:
-    """(each sibling's head output, its targets, the pairs) for ``trajectories`` as one training
+def sibling_rows(meter: Any, trajectories: list) -> tuple[Any, list, tuple, Any]:
+    """(each sibling's head output, its targets, the pairs, the best-sibling-and-parent pairs) for ``trajectories`` as one training
     batch, built and read as ``train_encoder_meter`` builds and reads it (expert targets)."""
     import torch
 
@@ -19,5 +19,5 @@ def sibling_rows(meter: Any, trajectories: list) -> tuple[Any, list, tuple]:
     with torch.no_grad():
         vectors = meter.model.embed(inputs["input_ids"], inputs["attention_mask"])
         *_, (out, states, _) = _full_history_outputs(meter, batch, index, vectors, torch, "cpu")
-        last, _, y, _, pairs, _ = _sibling_outputs(meter, batch, index, vectors, states, out, torch, "cpu")
-    return last, y, pairs
+        last, _, y, _, pairs, _, parents = _sibling_outputs(meter, batch, index, vectors, states, out, torch, "cpu")
+    return last, y, pairs, parents

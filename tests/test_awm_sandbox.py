@@ -80,8 +80,13 @@ def patch_guard(secret: str, marker: str):
 def fork_exec(token: str):
     import _posixsubprocess
     args = [b"/bin/sleep", token.encode()]
+    errpipe = os.pipe()  # close-on-exec: EOF on its read end once the child has exec'd (as subprocess waits)
     pid = _posixsubprocess.fork_exec(args, [args[0]], True, (), None, None, -1, -1, -1, -1, -1, -1,
-                                     *os.pipe(), True, True, -1, None, None, None, -1, None, False)
+                                     *errpipe, True, True, -1, None, None, None, -1, None, False)
+    os.close(errpipe[1])
+    while os.read(errpipe[0], 4096):
+        pass
+    os.close(errpipe[0])
     return {"pid": pid}
 
 @app.get("/bomb", operation_id="fork_bomb")
@@ -533,7 +538,7 @@ def _grandchild_gone_with_its_app(side, env) -> None:
     token = f"{time.time() % 1000:.6f}7"  # a unique sleep duration to find the process by
     out = _call(env, "fork_exec", token=token)
     assert isinstance(out, dict) and "pid" in out  # fork_exec itself works (the audit hook does not see it)
-    # fork_exec returns once the child is forked, before it has exec'd sleep: wait for the exec.
+    # fork_exec returns once the child has exec'd sleep (a sandbox frozen before the exec would hide it).
     deadline = time.time() + 5
     while not _processes_with(token) and time.time() < deadline:
         time.sleep(0.05)

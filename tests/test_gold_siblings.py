@@ -130,7 +130,7 @@ def test_a_sibling_after_tau2s_opening_reads_the_state_it_left_from(tau2_recorde
     meter = EncoderMeter(build_model(tiny_encoder(tokenizer, hidden=16, max_tokens=160), 16), tokenizer, EncoderConfig(hidden=16))
     meter.model.eval()
     assert all(len(meter.segments(t.messages)) == t.num_steps + 2 for t in trajectories)  # the greeting opens each
-    last, y, pairs = sibling_rows(meter, trajectories)
+    last, y, pairs, _ = sibling_rows(meter, trajectories)
     siblings = [s for traj in trajectories for s in traj.siblings]
     with torch.no_grad():
         whole, _ = meter.predict([meter.segments(s.messages) for s in siblings])

@@ -313,7 +313,7 @@ def test_each_no_op_sibling_is_paired_with_its_states_best_sibling(wandering, on
         tokenizer,
         EncoderConfig(hidden=16, turn_limit=50),
     )
-    last, y, pairs = sibling_rows(meter, trajectories)
+    last, y, pairs, parents = sibling_rows(meter, trajectories)
     siblings = [s for traj in trajectories for s in traj.siblings]
     expected = []
     for traj in trajectories:
@@ -325,3 +325,9 @@ def test_each_no_op_sibling_is_paired_with_its_states_best_sibling(wandering, on
     assert got == pytest.approx([log(a) for a, _ in expected] + [log(b) for _, b in expected], nan_ok=True)
     # The paired estimates are the siblings' own head outputs.
     assert set(pairs[0][len(siblings) :].tolist()) <= set(last[:, 1].tolist())
+    # The step order loss also reads each best sibling against the state it was tried from.
+    best = [(s.expert_ttg, traj.expert_ttg[s.step]) for traj in trajectories for s in traj.siblings if s.kind == "best"]
+    assert len(parents[0]) == len(best) >= 5
+    assert parents[2].tolist() == pytest.approx([log(a) for a, _ in best], nan_ok=True)
+    assert parents[3].tolist() == pytest.approx([log(b) for _, b in best], nan_ok=True)
+    assert set(parents[0].tolist()) <= set(last[:, 1].tolist())

@@ -62,7 +62,9 @@ class RegressionConfig:
     ``step_rank_weight`` adds the same logistic ranking loss on consecutive prefixes of each
     trajectory, wherever both have a TTG target and the targets differ: the sign of the step's
     predicted change, which is what step quality, guidance and a carried no-op (compared with the
-    state before it) read (needs a meter without a window).
+    state before it) read (needs a meter without a window). With best siblings it also orders each
+    best sibling against the state it was tried from: the planner's move, which a guide with a
+    carried no-op weighs against standing still, from states the recorded policy left otherwise.
 
     A meter with a carry gate (``EncoderConfig.carry_gate``) also learns the gate by
     cross-entropy, weighted by ``gate_weight``: 1 where a prefix's TTG target equals the previous
@@ -215,11 +217,13 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         inputs = meter.tokenize(texts)
         vectors = model.embed(inputs["input_ids"], inputs["attention_mask"])
     index = {t: i for i, t in enumerate(texts)}
-    pairs = gates = None
+    pairs = gates = parents = None
     if meter.config.window is None:
         last, b, y, w, (out, states, gates) = _full_history_outputs(meter, batch, index, vectors, torch, device)
         if any(ex.siblings for ex in batch):
-            sib_last, sib_b, sib_y, sib_w, pairs, sib_gates = _sibling_outputs(meter, batch, index, vectors, states, out, torch, device)
+            sib_last, sib_b, sib_y, sib_w, pairs, sib_gates, parents = _sibling_outputs(
+                meter, batch, index, vectors, states, out, torch, device
+            )
             last, b, y, w = torch.cat([last, sib_last]), b + sib_b, y + sib_y, w + sib_w
             if gates is not None:
                 gates = tuple(torch.cat([a, c]) for a, c in zip(gates, sib_gates))
@@ -241,6 +245,8 @@ def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConf
         reg = reg + config.delta_weight * _delta_loss(last[:, 1], y, [len(ex.segs) for ex in batch], torch)
     if config.step_rank_weight:
         reg = reg + config.step_rank_weight * _step_rank_loss(last[:, 1], y, [len(ex.segs) for ex in batch], torch)
+        if parents is not None:
+            reg = reg + config.step_rank_weight * _rank_loss(*parents, torch)
     if pairs is not None and config.sibling_weight:
         reg = reg + config.sibling_weight * _pair_loss(*pairs, torch)
     if pairs is not None and config.sibling_rank_weight:
@@ -288,7 +294,9 @@ def _rank_loss(sibling: Any, child: Any, sibling_y: Any, child_y: Any, torch: An
 def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, states: Any, out: Any, torch: Any, device: Any) -> tuple:
     """Head outputs after each sibling (one GRU step from the trajectory's state before it), its
     targets and weights, the pairs (sibling v, the trajectory's own next-state v, and their
-    targets) for the pair loss, and the carry gate's (logits, labels, known, weights) or None."""
+    targets) for the pair loss, the carry gate's (logits, labels, known, weights) or None, and the
+    pairs (best sibling v, v of the state it was tried from, their targets) for the step order
+    loss, or None where the batch has no best sibling."""
     rows, cols, last_segment, b, y, w, child_y = [], [], [], [], [], [], []
     noops, bests = [], {}  # row of each no-op sibling and its state; row of each state's best sibling
     for i, ex in enumerate(batch):
@@ -320,11 +328,14 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     if matched:  # each no-op sibling against its state's best sibling, too
         a, c = (torch.tensor(side, device=device) for side in zip(*matched))
         pairs = tuple(torch.cat([p, q]) for p, q in zip(pairs, (last[a, 1], last[c, 1], y_t[a], y_t[c])))
-    gates = None
+    parent_y = torch.tensor([ex.y[t] for ex in batch for t, *_ in ex.siblings], device=device)
+    gates = parents = None
     if gate is not None:
-        parent_y = torch.tensor([ex.y[t] for ex in batch for t, *_ in ex.siblings], device=device)
         gates = (gate, *_gate_labels(y_t, parent_y, torch), torch.tensor(w, device=device))
-    return last, b, y, w, pairs, gates
+    if bests:  # the planner's move against the state it left: what a carried no-op is compared with
+        best_rows = torch.tensor(sorted(bests.values()), device=device)
+        parents = (last[best_rows, 1], out[rows_t, cols_t, 1][best_rows], y_t[best_rows], parent_y[best_rows])
+    return last, b, y, w, pairs, gates, parents
 
 
 def _consecutive(lengths: list[int], device: Any, torch: Any) -> Any:
