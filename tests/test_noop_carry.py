@@ -137,6 +137,26 @@ def test_noop_check_reports_the_raw_and_the_carried_figure():
     assert report.states == 2
     assert report.rate == 1.0 and report.by_command == {"help": 2}  # the raw meter prefers help everywhere
     assert report.carried_rate == 0.0 and report.carried_ties_best == 0  # carried: help gains 0, the best command 10
+    assert report.carried_by_best == {}
+
+
+def test_noop_check_names_the_moves_the_carried_meter_reads_as_no_progress():
+    # A meter that predicts 10 tokens more after every step: a carried no-op (0) beats every move.
+    env = gym.make("ttg/ALFWorld-v0", split="valid_seen")
+    env.reset(seed=0, options={"task_index": 0})
+    first = env.unwrapped.expert_plan()[0]
+    env.close()
+    report = noop_preference(
+        ScriptedMeter(lambda h: (True, 100 + 10 * sum(m.get("role") == "assistant" for m in h))),
+        "ttg/ALFWorld-v0",
+        [_walk(0, [first])],
+        respond=make_policy("expert").respond,
+        failure_cost=16384,
+        progress=False,
+        carry_noops=True,
+    )
+    assert report.states == 1 and report.carried_above_best == 1
+    assert report.carried_by_best == {" ".join(w for w in first.split() if not w.isdigit()): 1}
 
 
 def test_step_figures_with_the_estimate_carried():

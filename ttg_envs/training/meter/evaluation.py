@@ -473,6 +473,9 @@ class NoOpReport:
             carried across steps that leave the env's ``task_state_key()`` unchanged
             (``ProgressMeterWrapper(carry_noops=True)``: such a step's ``ttg_delta`` is 0, every
             other one's is the meter's); None where the env declares no task state.
+        carried_by_best: of the carried failures, how many had each planner's best command, with
+            its object numbers left out (``go to drawer``): which moves the carried meter reads as
+            no progress.
     """
 
     states: int = 0
@@ -483,6 +486,7 @@ class NoOpReport:
     carried_above_best: int | None = None
     carried_ties_best: int | None = None
     carried_rate: float | None = None
+    carried_by_best: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -575,6 +579,10 @@ def _noop_state(env: Any, info: dict[str, Any], respond: Any, report: NoOpReport
         best_carried = max(d for d, c in zip(carried, costs) if c == best)
         top_carried = max(d for d, command, trial in zip(carried, commands, trials) if _is_noop(command, trial))
         report.carried_above_best = (report.carried_above_best or 0) + (top_carried > best_carried)
+        if top_carried > best_carried:
+            move = next(c for c, d, cost in zip(commands, carried, costs) if cost == best and d == best_carried)
+            kind = " ".join(word for word in move.split() if not word.isdigit())
+            report.carried_by_best[kind] = report.carried_by_best.get(kind, 0) + 1
         report.carried_ties_best = (report.carried_ties_best or 0) + (top_carried == best_carried)
 
 
