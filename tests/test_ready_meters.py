@@ -98,6 +98,24 @@ def test_the_light_backbone_gives_transformers_outputs(env_id):
     assert float((out_l - out_h).abs().max()) < 1e-4
 
 
+def test_a_loaded_meter_saved_again_loads_the_same(tmp_path, capfd):
+    """A meter is read through a descriptor closed after the load: saving it again must still write
+    its tokenizer (it wrote none, and the copy then loaded through transformers with another one)."""
+    from ttg_envs.meters import load_meter
+    from ttg_envs.meters.light_bert import LightTokenizer, can_load
+
+    meter = load_meter("ttg/ALFWorld-v0")
+    meter.save_pretrained(tmp_path / "copy")
+    assert can_load(tmp_path / "copy" / "backbone")
+    copy = load_meter(str(tmp_path / "copy"))
+    assert isinstance(copy.tokenizer, LightTokenizer)
+    histories = _histories()
+    assert [(e.completable, e.remaining_tokens) for e in copy.estimate(histories)] == [
+        (e.completable, e.remaining_tokens) for e in meter.estimate(histories)
+    ]
+    assert not capfd.readouterr().err.strip()
+
+
 def test_an_env_id_without_a_meter_says_which_exist(monkeypatch):
     from dataclasses import replace
 

@@ -61,7 +61,14 @@ class LightTokenizer:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._tok = require("tokenizers", "hf").Tokenizer.from_file(str(self.path))
+        # The files as read now: a meter is loaded through a descriptor that is closed afterwards
+        # (``_io.load_folder``), so a later save cannot copy them from ``path``.
+        self._files = {
+            name: (self.path.parent / name).read_bytes()
+            for name in ("tokenizer.json", "tokenizer_config.json")
+            if (self.path.parent / name).is_file()
+        }
+        self._tok = require("tokenizers", "hf").Tokenizer.from_str(self._files["tokenizer.json"].decode())
         self._tok.no_truncation()
         self._tok.no_padding()
         self.pad_token_id = int(self._tok.token_to_id("[PAD]") or 0)
@@ -103,14 +110,10 @@ class LightTokenizer:
         )
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Write ``tokenizer.json`` (and the ``tokenizer_config.json`` beside the source) to ``path``."""
-        import shutil
-
+        """Write ``tokenizer.json`` (and the ``tokenizer_config.json`` that was beside it) to ``path``."""
         Path(path).mkdir(parents=True, exist_ok=True)
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            source = self.path.parent / name
-            if source.is_file():
-                shutil.copyfile(source, Path(path) / name)
+        for name, data in self._files.items():
+            (Path(path) / name).write_bytes(data)
 
 
 _CLASS: Any = None
