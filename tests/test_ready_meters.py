@@ -114,6 +114,9 @@ def test_a_loaded_meter_saved_again_loads_the_same(tmp_path, capfd):
         (e.completable, e.remaining_tokens) for e in meter.estimate(histories)
     ]
     assert not capfd.readouterr().err.strip()
+    (tmp_path / "copy" / "backbone" / "tokenizer.json").unlink()  # what such a save wrote before
+    with pytest.raises(ValueError, match="holds no tokenizer"):
+        load_meter(str(tmp_path / "copy"))
 
 
 def test_an_env_id_without_a_meter_says_which_exist(monkeypatch):

@@ -428,6 +428,9 @@ class EncoderMeter(CachedMeter):
         set_threads(threads)
         if threads:  # the meter's calls run on what was asked, not on its CPU default
             kwargs.setdefault("call_threads", int(threads))
+        if not any((path / _BACKBONE_DIR / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+            # transformers would load some other tokenizer for it without a word
+            raise ValueError(f"{path / _BACKBONE_DIR} holds no tokenizer (tokenizer.json or vocab.txt)")
         if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
             backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
         else:
