@@ -339,6 +339,25 @@ def test_a_stateful_call_past_its_deadline_is_killed_in_the_worker_and_the_step_
     assert backends.state_digest() == before
 
 
+def test_a_late_answer_already_waiting_is_still_late(monkeypatch):
+    # The deadline counts from the call: a caller descheduled while its payload's write returned
+    # (CI at load: the answer was waiting when it looked, and a 1 ms bound let a 30 ms grep through)
+    # must still find the call late. Simulated by a write that dawdles after the worker has the payload.
+    from ttg_envs.tools import worker
+
+    write = worker._write
+
+    def slow_write(fd, data):
+        write(fd, data)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(worker, "_write", slow_write)
+    with pytest.raises(worker.ToolTimeout):
+        worker.call_with_deadline(time.sleep, (0.05,), 0.1)
+    monkeypatch.setattr(worker, "_write", write)
+    assert worker.call_with_deadline(abs, (-3,), 10.0) == 3  # a new worker answers in time
+
+
 def test_a_single_turn_literal_past_the_bound_names_it():
     pytest.importorskip("bfcl_eval")
     from ttg_envs.envs.bfcl import BFCLEnv

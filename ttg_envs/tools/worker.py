@@ -54,8 +54,12 @@ class _Worker:
         self.owner = parent
 
     def call(self, payload: bytes, timeout: float) -> tuple[str, Any]:
+        # The deadline counts from the call, not from the end of the write: a large payload's write
+        # returns only once the worker has read it, and a caller descheduled there (a loaded machine)
+        # would otherwise find a late answer already waiting and take it as in time.
+        deadline = time.monotonic() + timeout
         _write(self.send_fd, payload)
-        data = _read(self.recv_fd, time.monotonic() + timeout)
+        data = _read(self.recv_fd, deadline)
         if data is None:
             raise ToolCrashed("the call's worker process died before it returned")
         return pickle.loads(data)
