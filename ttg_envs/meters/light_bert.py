@@ -63,11 +63,10 @@ class LightTokenizer:
         self.path = Path(path)
         # The files as read now: a meter is loaded through a descriptor that is closed afterwards
         # (``_io.load_folder``), so a later save cannot copy them from ``path``.
-        self._files = {
-            name: (self.path.parent / name).read_bytes()
-            for name in ("tokenizer.json", "tokenizer_config.json")
-            if (self.path.parent / name).is_file()
-        }
+        self._files = {"tokenizer.json": self.path.read_bytes()}
+        beside = self.path.parent / "tokenizer_config.json"
+        if beside.is_file():
+            self._files[beside.name] = beside.read_bytes()
         self._tok = require("tokenizers", "hf").Tokenizer.from_str(self._files["tokenizer.json"].decode())
         self._tok.no_truncation()
         self._tok.no_padding()

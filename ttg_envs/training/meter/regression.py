@@ -328,13 +328,14 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     if matched:  # each no-op sibling against its state's best sibling, too
         a, c = (torch.tensor(side, device=device) for side in zip(*matched))
         pairs = tuple(torch.cat([p, q]) for p, q in zip(pairs, (last[a, 1], last[c, 1], y_t[a], y_t[c])))
-    parent_y = torch.tensor([ex.y[t] for ex in batch for t, *_ in ex.siblings], device=device)
     gates = parents = None
+    if gate is not None or bests:
+        parent_y = torch.tensor([ex.y[t] for ex in batch for t, *_ in ex.siblings], device=device)
     if gate is not None:
         gates = (gate, *_gate_labels(y_t, parent_y, torch), torch.tensor(w, device=device))
     if bests:  # the planner's move against the state it left: what a carried no-op is compared with
         best_rows = torch.tensor(sorted(bests.values()), device=device)
-        parents = (last[best_rows, 1], out[rows_t, cols_t, 1][best_rows], y_t[best_rows], parent_y[best_rows])
+        parents = (last[best_rows, 1], out[rows_t[best_rows], cols_t[best_rows], 1], y_t[best_rows], parent_y[best_rows])
     return last, b, y, w, pairs, gates, parents
 
 
