@@ -168,6 +168,14 @@ def test_carry_noops_is_refused_where_the_env_declares_no_task_state(capsys):
     assert all(line.startswith("ttg: error: argument --carry-noops: ttg/PaperSearchQA-v0 declares no task state") for line in err[:2])
 
 
+def test_episodes_per_task_is_refused_with_given_trajectories(capsys, tmp_path):
+    trajectories = tmp_path / "train-gold.jsonl"
+    trajectories.write_text("")
+    assert main(["train-meter", "--trajectories", str(trajectories), "--episodes-per-task", "3", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ttg: error: argument --episodes-per-task: sets how many episodes to record; it has no use with --trajectories"
+
+
 def test_gold_targets_and_labels_are_refused_where_the_env_has_no_gold_policy(capsys, tmp_path):
     # Before: train-meter recorded every episode and failed only when label_gold_path built the gold policy.
     assert main(["train-meter", "--env", "ttg/PaperSearchQA-v0", "--targets", "gold", "--out", str(tmp_path)]) == 2

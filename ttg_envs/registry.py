@@ -288,6 +288,11 @@ class PolicySpec:
     kwargs: dict[str, Any]
     file_label: str
 
+    @property
+    def draws(self) -> bool:
+        """Whether the policy's episodes depend on its seed (an eps above 0); the others repeat themselves exactly."""
+        return bool(self.kwargs.get("eps"))
+
 
 def parse_policy(spec: str) -> PolicySpec:
     """``name[:eps]`` -> :class:`PolicySpec`; the one parser of the scripted-policy grammar

@@ -20,6 +20,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_tasks(p)
     add_workers(p, help="rollout processes")
     add_seed(p)
+    p.add_argument(
+        "--episodes-per-task",
+        type=positive_int,
+        help="episodes of each policy that draws (one with an eps) on every task, seeds SEED to SEED+N-1; "
+        "the others play once (default: 1)",
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads (0: torch's default)")
     p.add_argument("--device", help="cpu, cuda, or auto")
 
@@ -61,6 +67,8 @@ def _following_the_env(func, command: str):
         if args.policies is None:
             own = spec is None or "noisy_expert" in spec.policy_names
             args.policies = list(defaults["policies"]) if own else list(spec.policy_names)
+        if args.trajectories and args.episodes_per_task != 1:
+            raise FlagError("--episodes-per-task", "sets how many episodes to record; it has no use with --trajectories")
         if not args.trajectories:
             check_splits(args.env, args.splits, env_kwargs)
             for policy in args.policies:

@@ -16,7 +16,10 @@ __all__ = ["EVAL_DEFAULTS", "TRAIN_DEFAULTS", "MeterEvalConfig", "MeterRunConfig
 
 @dataclass(frozen=True, kw_only=True)
 class MeterRunConfig:
-    """Settings both commands share: the env, the trajectories (recorded or given) and the machine."""
+    """Settings both commands share: the env, the trajectories (recorded or given) and the machine.
+
+    ``episodes_per_task`` N > 1 records N episodes of every policy that draws on each task, seeds
+    ``seed`` to ``seed + N - 1`` (:func:`~ttg_envs.training.meter.record.collect_trajectories`)."""
 
     env: str = DEFAULT_ENV
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -26,6 +29,7 @@ class MeterRunConfig:
     tasks: Sequence[int] | None = None
     workers: int = 2
     seed: int = 0
+    episodes_per_task: int = 1
     threads: int | None = 1
     device: str = "auto"
 

@@ -55,6 +55,7 @@ def _record(config: MeterRunConfig, split: str, out: Path, *, plan_lengths: bool
         seed=config.seed,
         workers=config.workers,
         plan_lengths=plan_lengths,
+        episodes_per_task=config.episodes_per_task,
     )
 
 

@@ -25,10 +25,16 @@ def collect_trajectories(
     seed: int = 0,
     workers: int = 1,
     plan_lengths: bool = False,
+    episodes_per_task: int = 1,
 ) -> list[Path]:
-    """Record one episode per task and policy on ``split``; returns the trajectory files (one per policy).
+    """Record one episode per task and policy on ``split``; returns the trajectory files (one per policy,
+    and one per policy and extra seed).
 
     The tasks are ``tasks`` (indices) when given, else ``limit`` tasks spread over the split.
+    ``episodes_per_task`` N > 1 has every policy that draws (an eps above 0,
+    :attr:`~ttg_envs.registry.PolicySpec.draws`) play each task N times, with seeds ``seed`` to
+    ``seed + N - 1`` (env reset and policy), the extra seeds into ``{split}-{label}-seed{k}.jsonl``;
+    a policy that draws nothing (the expert, gold) would repeat its episode exactly, so it plays once.
     Episodes go through the episode runner (:func:`ttg_envs.runner.run_tasks`): every policy plays
     a task in the same env, so each game loads once, and tasks spread over ``workers`` processes.
     ``plan_lengths`` records the planner's plan length at every state (ALFWorld; step-quality
@@ -37,17 +43,27 @@ def collect_trajectories(
     from ...registry import parse_policy
     from ...runner import EpisodeTask, count_phrases, count_totals, run_tasks, split_tasks
 
+    if episodes_per_task < 1:
+        raise ValueError(f"episodes_per_task must be at least 1, got {episodes_per_task}")
     env_kwargs = {"split": split, **env_kwargs}
     indices = split_tasks(env_id, env_kwargs, tasks=tasks, limit=limit)
     out.mkdir(parents=True, exist_ok=True)
-    labels = [parse_policy(spec).file_label for spec in policies]
-    paths = [out / f"{split}-{label}.jsonl" for label in labels]
+    # (policy, its seed, file label, file) for every file; seed's files first, as with one episode per task.
+    plays = []
+    for k in range(episodes_per_task):
+        for spec in policies:
+            policy = parse_policy(spec)
+            if k and not policy.draws:
+                continue
+            name = policy.file_label + (f"-seed{seed + k}" if k else "")
+            plays.append((spec, seed + k, policy.file_label, out / f"{split}-{name}.jsonl"))
+    paths = [path for *_, path in plays]
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
     episodes = [
-        EpisodeTask(env_id, env_kwargs, index, seed, spec, label=label, record=str(path), plan_lengths=plan_lengths)
+        EpisodeTask(env_id, env_kwargs, index, episode_seed, spec, label=label, record=str(path), plan_lengths=plan_lengths)
         for index in indices
-        for spec, label, path in zip(policies, labels, paths)
+        for spec, episode_seed, label, path in plays
     ]
     results = run_tasks(episodes, workers=workers, desc=f"record {split}")
     totals = count_totals(results, env_id)
