@@ -28,7 +28,8 @@
 # and wrong-argument calls) with gold's remaining tokens from every state as targets (--targets
 # gold: after a departure, gold's remaining moves replayed in branches of the engine), BFCL's with
 # 96 tokens per segment and the task's words marked in them (--mark-task-words), tau2's on one torch
-# thread (--threads 1) for 30 epochs (at 10 it learned no terminal verdict), and are measured against gold-path step labels
+# thread (--threads 1) for 30 epochs (at 10 it learned no terminal verdict) on three episodes of each perturbed policy per
+# task (--episodes-per-task 3: seeds 0-2; gold and gold_drop_last draw nothing and play once), and are measured against gold-path step labels
 # (a step that makes gold's move is good; a departure is judged by replaying gold's remaining moves
 # after it: good when they still win without the move it replaced, neutral when they win with it,
 # bad otherwise); the AWM meter these envs used before is measured on the same held-out
@@ -157,7 +158,7 @@ build_tau2() {
     # development panel: index % 5 == 4 of the train split; held out: the whole test split (40 tasks).
     local train_tasks
     train_tasks=$(seq 0 73 | awk '$1 % 5 != 4' | tr '\n' ' ')
-    local source="--tasks $train_tasks"
+    local source="--tasks $train_tasks --episodes-per-task 3"
     [ -n "${TAU2_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$TAU2_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/Tau2-v0 --env-kwargs '{"user": "gold"}' --splits train $source \
