@@ -15,7 +15,8 @@
 # 50) with the task's words marked in its action segments (--mark-task-words), on 180 train tasks
 # outside the development panel (index % 3 == 0 and index % 10 != 5; the panel, index % 10 == 5, is
 # where the settings were chosen), five policies each (expert, noisy expert at eps 0.25, 0.5, 0.75
-# and random, whose random admissible commands include help, look, inventory and examine), plus
+# and random, whose random admissible commands include help, look, inventory and examine; the four
+# that draw play each task twice, seeds 0 and 1: --episodes-per-task 2, 1,620 episodes), plus
 # no-op siblings (--noop-siblings 2: at every 3rd state, two commands that change nothing, tried in
 # branches of the engine with their exact targets, ranked against the step taken), and a logistic
 # loss on the order of consecutive states' estimates (--step-rank-weight 1: the sign of each step's
@@ -95,7 +96,7 @@ build_alfworld() {
     if [ -n "${ALFWORLD_TRAJECTORIES:-}" ]; then
         source="--trajectories $(ls "$ALFWORLD_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     else
-        source="--tasks $tasks"
+        source="--tasks $tasks --episodes-per-task 2"
     fi
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/ALFWorld-v0 --splits train $source \
