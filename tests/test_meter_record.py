@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ttg_envs.registry import parse_policy
+from ttg_envs.registry import policy_draws
 from ttg_envs.training.meter.record import collect_trajectories
 
 TAU2 = "ttg/Tau2-v0"
@@ -17,9 +17,13 @@ def _episodes(path):
     return [json.loads(line)["messages"] for line in path.read_text().splitlines()]
 
 
-def test_a_policy_draws_only_with_an_eps_above_zero():
-    assert parse_policy("perturbed:0.5").draws and parse_policy("noisy_expert:1").draws
-    assert not any(parse_policy(spec).draws for spec in ("gold", "expert", "gold_drop_last", "noisy_expert:0"))
+def test_a_policy_draws_where_it_is_noisy_or_perturbed_with_an_eps_above_zero():
+    pytest.importorskip("tau2")
+    # A spec without an eps takes its factory's default (0.3), so bare noisy and perturbed policies draw.
+    assert all(policy_draws(TAU2, spec) for spec in ("perturbed", "perturbed:0.5"))
+    assert all(policy_draws("ttg/ALFWorld-v0", spec) for spec in ("noisy_expert", "noisy_expert:1", "idle_expert"))
+    assert not any(policy_draws(TAU2, spec) for spec in ("gold", "gold_drop_last", "perturbed:0"))
+    assert not any(policy_draws("ttg/ALFWorld-v0", spec) for spec in ("expert", "expert:0.5", "noisy_expert:0"))
 
 
 def test_episodes_per_task_adds_each_drawing_policys_seeds_as_separate_runs_record_them(tmp_path):

@@ -31,6 +31,7 @@ __all__ = [
     "failure_cost",
     "make_policy",
     "parse_policy",
+    "policy_draws",
     "policy_factory",
     "train_split",
     "turn_limit",
@@ -288,11 +289,6 @@ class PolicySpec:
     kwargs: dict[str, Any]
     file_label: str
 
-    @property
-    def draws(self) -> bool:
-        """Whether the policy's episodes depend on its seed (an eps above 0); the others repeat themselves exactly."""
-        return bool(self.kwargs.get("eps"))
-
 
 def parse_policy(spec: str) -> PolicySpec:
     """``name[:eps]`` -> :class:`PolicySpec`; the one parser of the scripted-policy grammar
@@ -311,6 +307,14 @@ def parse_policy(spec: str) -> PolicySpec:
     except ValueError:
         raise ValueError(f"a scripted policy is name[:eps] with a number eps, got {spec!r}") from None
     return PolicySpec(name, {"eps": value}, f"{name}-{value:g}")
+
+
+def policy_draws(env_id: str, spec: str) -> bool:
+    """Whether the scripted policy ``spec`` of ``env_id`` draws, so that its episodes depend on the seed:
+    a noisy or perturbed policy whose eps (given, or its factory's default) is above 0. The expert
+    and gold (with or without an eps in the spec) repeat themselves exactly."""
+    policy = make_policy(env_id, spec)
+    return bool(getattr(getattr(policy, "perturber", policy), "draws", False))
 
 
 def make_policy(env_id: str, spec: str, *, seed: int | None = None, **kwargs: Any) -> Callable[..., Any]:

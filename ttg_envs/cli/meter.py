@@ -23,7 +23,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--episodes-per-task",
         type=positive_int,
-        help="episodes of each policy that draws (one with an eps) on every task, seeds SEED to SEED+N-1; "
+        help="episodes of each policy that draws (noisy or perturbed, eps above 0) on every task, seeds SEED to SEED+N-1; "
         "the others play once (default: 1)",
     )
     p.add_argument("--threads", type=int, help="torch CPU threads (0: torch's default)")

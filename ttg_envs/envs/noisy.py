@@ -22,6 +22,11 @@ class NoisyPolicy:
         self.rng = np.random.default_rng(seed)
         self.name = f"noisy_expert_{eps:g}"
 
+    @property
+    def draws(self) -> bool:
+        """Whether episodes depend on the seed (eps above 0); at eps 0 this is the expert."""
+        return self.eps > 0
+
     def __call__(self, env) -> str:
         """The next response for ``env``."""
         if self.rng.random() < self.eps:

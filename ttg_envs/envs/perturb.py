@@ -57,6 +57,11 @@ class Perturber:
         self.eps = eps
         self.rng = np.random.default_rng(seed)
 
+    @property
+    def draws(self) -> bool:
+        """Whether episodes depend on the seed (eps above 0); at eps 0 every step follows gold."""
+        return self.eps > 0
+
     def draw(self) -> str | None:
         """The departure of this step (one of :data:`KINDS`), or None to follow gold."""
         if self.rng.random() >= self.eps:

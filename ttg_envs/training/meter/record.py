@@ -31,8 +31,8 @@ def collect_trajectories(
     and one per policy and extra seed).
 
     The tasks are ``tasks`` (indices) when given, else ``limit`` tasks spread over the split.
-    ``episodes_per_task`` N > 1 has every policy that draws (an eps above 0,
-    :attr:`~ttg_envs.registry.PolicySpec.draws`) play each task N times, with seeds ``seed`` to
+    ``episodes_per_task`` N > 1 has every policy that draws (a noisy or perturbed one with eps above
+    0, :func:`~ttg_envs.registry.policy_draws`) play each task N times, with seeds ``seed`` to
     ``seed + N - 1`` (env reset and policy), the extra seeds into ``{split}-{label}-seed{k}.jsonl``;
     a policy that draws nothing (the expert, gold) would repeat its episode exactly, so it plays once.
     Episodes go through the episode runner (:func:`ttg_envs.runner.run_tasks`): every policy plays
@@ -40,7 +40,7 @@ def collect_trajectories(
     ``plan_lengths`` records the planner's plan length at every state (ALFWorld; step-quality
     labels for evaluation; it costs a planner call per step, slow after random actions).
     """
-    from ...registry import parse_policy
+    from ...registry import parse_policy, policy_draws
     from ...runner import EpisodeTask, count_phrases, count_totals, run_tasks, split_tasks
 
     if episodes_per_task < 1:
@@ -49,14 +49,14 @@ def collect_trajectories(
     indices = split_tasks(env_id, env_kwargs, tasks=tasks, limit=limit)
     out.mkdir(parents=True, exist_ok=True)
     # (policy, its seed, file label, file) for every file; seed's files first, as with one episode per task.
-    plays = []
-    for k in range(episodes_per_task):
-        for spec in policies:
-            policy = parse_policy(spec)
-            if k and not policy.draws:
-                continue
-            name = policy.file_label + (f"-seed{seed + k}" if k else "")
-            plays.append((spec, seed + k, policy.file_label, out / f"{split}-{name}.jsonl"))
+    labels = {spec: parse_policy(spec).file_label for spec in policies}
+    drawing = [spec for spec in policies if episodes_per_task > 1 and policy_draws(env_id, spec)]
+    plays = [(spec, seed, labels[spec], out / f"{split}-{labels[spec]}.jsonl") for spec in policies]
+    plays += [
+        (spec, seed + k, labels[spec], out / f"{split}-{labels[spec]}-seed{seed + k}.jsonl")
+        for k in range(1, episodes_per_task)
+        for spec in drawing
+    ]
     paths = [path for *_, path in plays]
     for path in paths:
         path.unlink(missing_ok=True)  # the recorder appends
