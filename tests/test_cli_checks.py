@@ -200,3 +200,5 @@ def test_train_meter_task_from_user_and_compact_calls_reach_the_config():
     assert not from_args(MeterTrainConfig, build_parser().parse_args(argv)).compact_calls
     assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--compact-calls"])).compact_calls
     assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--task-tokens", "160"])).task_tokens == 160
+    assert from_args(MeterTrainConfig, build_parser().parse_args(argv)).call_tally == 0
+    assert from_args(MeterTrainConfig, build_parser().parse_args([*argv, "--call-tally", "48"])).call_tally == 48

@@ -459,3 +459,21 @@ def test_step_rank_loss_by_hand():
     wrong = torch.tensor([1.0, 1.1, 0.95, 0.2, 0.4])  # predicted to rise: a larger loss
     assert _step_rank_loss(wrong, y, [3, 2], torch).item() == pytest.approx(math.log1p(math.exp(0.1 / RANK_TEMPERATURE)), rel=1e-5)
     assert _step_rank_loss(pred, torch.full((5,), math.nan), [3, 2], torch).item() == 0.0
+
+
+def test_train_meter_with_a_call_tally_on_tau2(tmp_path):
+    """A tau2 meter that pairs each action with the calls made so far: the tiny backbone is sized
+    for the longer pairs, and the saved meter reads them."""
+    pytest.importorskip("tau2")
+    from ttg_envs.cli import main
+    from ttg_envs.meters import load_meter
+    from ttg_envs.training.meter.datasets import load_trajectories
+
+    argv = ["train-meter", "--env", "ttg/Tau2-v0", "--env-kwargs", '{"user": "gold"}', "--tasks", "0", "--workers", "1"]
+    argv += ["--policies", "gold", "gold_drop_last", "--targets", "gold", "--task-from-user", "--call-tally", "24"]
+    assert main([*argv, "--epochs", "1", "--hidden", "16", "--val-fraction", "0", "--out", str(tmp_path / "run")]) == 0
+    meter = load_meter(str(tmp_path / "run" / "meter"))
+    assert meter.config.call_tally == 24
+    (won,) = load_trajectories([tmp_path / "run" / "trajectories" / "train-gold.jsonl"])
+    pairs = [pair for pair, _ in meter.segments(won.messages)]
+    assert pairs[-1].rsplit("\n", 1)[-1].endswith("x1") and all(e.valid for e in meter.estimate(list(won.prefixes())))

@@ -270,6 +270,33 @@ def test_request_per_turn_pairs_each_action_with_the_request_it_answers(encoder_
     assert load_meter(str(tmp_path / "m")).config.request_per_turn
 
 
+def test_call_tally_pairs_each_action_with_the_calls_made_so_far(encoder_meter, tmp_path):
+    history = [*TAU2_HISTORY, TAU2_CALL, {"role": "tool", "content": '{"status": "cancelled"}'}]
+    history += [TAU2_CALL, {"role": "tool", "content": "already cancelled"}, {"role": "assistant", "content": "Done."}]
+    config = dataclasses.replace(encoder_meter.config, window=None, task_pattern=None, task_from_user=True, max_task_tokens=64)
+    plain = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, config)
+    meter = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, dataclasses.replace(config, call_tally=64))
+    segs, before = meter.segments(history), plain.segments(history)
+    assert [t for _, t in segs] == [t for _, t in before]  # the segments themselves are unchanged
+    tallies = [pair.split("\n")[-1] for pair, _ in segs[1:]]
+    assert tallies[0] == "calls: none" and tallies[-1] == "calls: cancel_pending_order x2"
+    assert tallies[-2] == "calls: cancel_pending_order x2" and tallies[-3] == "calls: cancel_pending_order x1"
+    assert all(pair.startswith(before_pair) for (pair, _), (before_pair, _) in zip(segs, before))
+    # each history h_t (from the request on) reads the first segments of the whole one, as the meter is trained
+    for end in [i for i, m in enumerate(history) if m["role"] == "assistant" and i > 2] + [len(history)]:
+        prefix = meter.segments(history[:end])
+        assert prefix == segs[: len(prefix)]
+    # a long tally is cut from the left: the latest calls stay
+    short = EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, dataclasses.replace(config, call_tally=4))
+    cut = short.segments(history)[-1][0].split("\n")[-1]
+    assert "calls: cancel_pending_order x2".endswith(cut) and len(cut) < len("calls: cancel_pending_order x2")
+    # the tally's tokens are budgeted beside the segment's and the statement's (here 16 + 8 + 16 + 5 of 51 positions)
+    fits = dataclasses.replace(config, max_segment_tokens=16, max_task_tokens=8, call_tally=16)
+    assert EncoderMeter(encoder_meter.model, encoder_meter.tokenizer, fits).estimate([history])[0].valid
+    meter.save_pretrained(tmp_path / "m")
+    assert load_meter(str(tmp_path / "m")).config.call_tally == 64
+
+
 def test_history_segments_can_drop_reasoning():
     history = [
         {"role": "user", "content": "Your task is to: put a mug in fridge 0."},

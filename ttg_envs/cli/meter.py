@@ -141,6 +141,13 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         help="encoder: read an agent's tool calls as 'name {arguments}' instead of the OpenAI call JSON (tau2)",
     )
     p.add_argument(
+        "--call-tally",
+        type=int,
+        metavar="TOKENS",
+        help="encoder: pair each action segment's statement with a tally of the tool calls made so far (names with "
+        "counts), cut to this many tokens (0: none; default: %(default)s)",
+    )
+    p.add_argument(
         "--carry-gate",
         action="store_true",
         help="encoder: the head also says how likely the last action left the remaining work as it was, and carries "

@@ -90,6 +90,12 @@ class EncoderConfig:
             (BFCL) a later turn's calls are then read beside the request that names their
             arguments; the task segment keeps the task statement. False (saved meters without
             the field): every segment is paired with the task statement.
+        call_tally: each action segment's statement is followed by a tally of the tool calls
+            made up to and including its action (:func:`call_tally`: names with counts, in order
+            of first use), cut to this many tokens from the left so the latest calls stay. The
+            encoder then reads the request and what was done about it in one input, the way a
+            conversation closed before its write differs from one closed after it (tau2). 0
+            (saved meters without the field): no tally.
     """
 
     window: int | None = None
@@ -105,6 +111,7 @@ class EncoderConfig:
     task_from_user: bool = False
     compact_calls: bool = False
     request_per_turn: bool = False
+    call_tally: int = 0
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -214,6 +221,29 @@ def turn_requests(history: Sequence[Mapping[str, Any]]) -> list[str]:
             last = message_text(message).strip()
         elif role == "assistant":
             out.append(last)
+    return out
+
+
+def call_tally(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For each assistant message of ``history``, the tool calls made up to and including it:
+    ``"calls: name xN, ..."`` in order of first use (``"calls: none"`` before the first).
+
+    >>> call = lambda name: {"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    >>> call_tally([{"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Return both orders."},
+    ...             {"role": "assistant", "content": None, "tool_calls": [call("get_order"), call("get_order")]},
+    ...             {"role": "assistant", "content": None, "tool_calls": [call("return_items")]}])
+    ['calls: none', 'calls: get_order x2', 'calls: get_order x2, return_items x1']
+    """
+    counts: dict[str, int] = {}
+    out: list[str] = []
+    for message in history:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", call) if isinstance(call, Mapping) else {}
+            name = str(function.get("name", "?"))
+            counts[name] = counts.get(name, 0) + 1
+        out.append("calls: " + (", ".join(f"{name} x{n}" for name, n in counts.items()) or "none"))
     return out
 
 
@@ -371,6 +401,7 @@ class EncoderMeter(CachedMeter):
         self._segments: OrderedDict[Segment, Any] = OrderedDict()
         self._turn_limit = turn_limit
         self._cut_tasks: dict[str, str] = {}  # task statements and requests as _task cut them
+        self._tallies: dict[str, str] = {}  # call tallies as _tally cuts them
         self._marks: dict[tuple[str, str], str] = {}  # segments with their task words marked, by (text, task)
         if call_threads == "auto":
             call_threads = 1 if self.device.type == "cpu" else None
@@ -469,6 +500,8 @@ class EncoderMeter(CachedMeter):
             pairs[1:] = [self._task(r) if r else task for r in turn_requests(history)]
         if self.config.mark_task_words:
             texts = texts[:1] + [self._marked(text, pair) for text, pair in zip(texts[1:], pairs[1:])]
+        if self.config.call_tally:
+            pairs[1:] = [f"{pair}\n{self._tally(tally)}" for pair, tally in zip(pairs[1:], call_tally(history))]
         return list(zip(pairs, texts))
 
     def window(self, segments: Sequence[Segment]) -> list[Segment]:
@@ -479,6 +512,17 @@ class EncoderMeter(CachedMeter):
     def _task(self, text: str) -> str:
         """``text`` cut after its first ``max_task_tokens`` tokens (cut in the text, not decoded)."""
         return _remember(self._cut_tasks, text, 4096, self._cut_task)
+
+    def _tally(self, text: str) -> str:
+        """A :func:`call_tally` line cut to its last ``call_tally`` tokens (cut in the text)."""
+
+        def cut(line: str) -> str:
+            enc = self.tokenizer(line, add_special_tokens=False, return_offsets_mapping=True)
+            offsets = enc["offset_mapping"]
+            n = self.config.call_tally
+            return line if len(offsets) <= n else line[offsets[-n][0] :]
+
+        return _remember(self._tallies, text, 4096, cut)
 
     def _marked(self, text: str, task: str) -> str:
         """:func:`mark_task_words` of a segment, remembered: a history's segments are read again at every
@@ -500,7 +544,7 @@ class EncoderMeter(CachedMeter):
             list(texts),
             padding=True,
             truncation="only_second",
-            max_length=self.config.max_task_tokens + self.config.max_segment_tokens + 3,
+            max_length=self.config.max_task_tokens + self.config.max_segment_tokens + 3 + _tally_width(self.config),
             return_tensors="pt",
         ).to(self.device)
 
@@ -580,6 +624,11 @@ class EncoderMeter(CachedMeter):
 
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
         return [estimate_from_outputs(*row) for row in self.last_outputs(histories).tolist()]
+
+
+def _tally_width(config: EncoderConfig) -> int:
+    """Tokens the call tally adds to the statement side of a pair (its cut and a separator)."""
+    return config.call_tally + 2 if config.call_tally else 0
 
 
 def _remember(memo: dict, key: Any, limit: int, make: Any) -> Any:

@@ -27,6 +27,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         EncoderConfig,
         EncoderMeter,
         build_model,
+        call_tally,
         history_segments,
         minilm_path,
     )
@@ -47,6 +48,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         task_from_user=settings.task_from_user,
         request_per_turn=settings.request_per_turn,
         compact_calls=settings.compact_calls,
+        call_tally=settings.call_tally,
     )
     if name == "tiny":
         from ...meters.encoder import TASK_MARK
@@ -56,8 +58,10 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         texts = [
             s for h in histories for s in history_segments(h, drop_reasoning=config.drop_reasoning, compact_calls=config.compact_calls)
         ] + [TASK_MARK]
+        if config.call_tally:  # the tallies' words ("calls:", "x2") as the tokenizer will meet them
+            texts += list(dict.fromkeys(line for h in histories for line in call_tally(h)))
         tokenizer = train_wordpiece_tokenizer(texts)
-        max_tokens = config.max_task_tokens + config.max_segment_tokens + 3
+        max_tokens = config.max_task_tokens + config.max_segment_tokens + 3 + (config.call_tally + 2 if config.call_tally else 0)
         backbone = tiny_encoder(tokenizer, hidden=settings.hidden, max_tokens=max_tokens, seed=settings.seed)
         backbone_lr = 5e-4 if settings.backbone_lr is None else settings.backbone_lr
     else:

@@ -67,6 +67,7 @@ class MeterTrainConfig(MeterRunConfig):
     task_from_user: bool = False
     request_per_turn: bool = False
     compact_calls: bool = False
+    call_tally: int = 0
     noop_siblings: int = 0
     best_siblings: bool = False
     gold_siblings: int = 0
