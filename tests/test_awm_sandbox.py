@@ -565,6 +565,26 @@ def test_process_count_is_capped(side):
     side.intact()
 
 
+def test_a_closed_branchs_leftovers_are_swept_before_the_episodes_next_call(env, monkeypatch):
+    # Blocked by Zygote.settle: a close is answered before the killed branch and what it started are
+    # gone (swept later, so closes never wait on exits); they count against the process cap the
+    # episode shares until then. The episode's next request sweeps first (under load the episode's
+    # call once answered 500 with the fork bomb's sleepers still there).
+    _fresh(env)
+    assert _call(env, "bump") == {"n": 1}
+    zygote = env._workspace.sandbox.zygote
+    sweeps = []
+    sweep = zygote.sweep
+    monkeypatch.setattr(zygote, "sweep", lambda: sweeps.append(zygote._unswept) or sweep())
+    child = branch(env, "snapshot")
+    assert _call(child, "fork_bomb")["started"] > 0
+    assert sweeps == []  # nothing was killed yet: the branch's fork and call swept nothing
+    child.close()
+    assert _call(env, "bump") == {"n": 2}
+    assert len(sweeps) == 1 and not zygote._unswept  # swept once, before the request went out
+    assert _call(env, "bump") == {"n": 3} and len(sweeps) == 1  # nothing killed since: no sweep
+
+
 @pytest.mark.parametrize("kind", ["sleepers", "zombies", "threads"])
 def test_one_envs_processes_never_starve_another(dataset, kind):
     # Blocked by a process count per sandbox: as root one leased uid each (RLIMIT_NPROC counts per

@@ -173,6 +173,17 @@ class Zygote:
         except SandboxError:
             return False
 
+    def settle(self) -> None:
+        """Sweep first when a kill was answered since the last sweep (a no-op otherwise).
+
+        A kill is answered before the killed process and what it left running are gone, so a burst
+        of closes never waits on each exit. Until the sweep, those processes still count against the
+        sandbox's process cap, which every app of the sandbox shares (an episode and its branches):
+        what starts a process or a thread there next (a request, a fork, a spawn) settles first.
+        """
+        if self._unswept and self._running():
+            self.sweep()
+
     def clear_tmp(self) -> bool:
         """Empty the sandbox's private ``/tmp`` (a fork server not running has a fresh one at its start)."""
         if not self._running():
@@ -250,6 +261,7 @@ class Zygote:
 
     def spawn(self, target: str, job: dict[str, Any]) -> tuple[int, Connection]:
         """Fork a child running ``target`` with ``job``; its pid and a connection to it."""
+        self.settle()
         with self.awake():
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -442,6 +454,7 @@ class AppProcess:
         fork server). :class:`SandboxError` when the app does not do so in ``timeout`` seconds
         (then this app is stopped, as after any late answer).
         """
+        zygote.settle()
         with zygote.awake():
             return self._fork(zygote, folder, database, timeout)
 
@@ -487,6 +500,7 @@ class AppProcess:
         message: dict[str, Any] = {"method": method, "path": path, "query": query}
         if has_body:
             message["body"] = body
+        self._child._zygote.settle()  # the app may need a thread: a killed branch's leftovers must not hold the cap
         self._child.send(message)
 
     def response(self, timeout: float) -> tuple[int, str]:
