@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     config = minilm.config
     texts = [s for t in trajectories for s in history_segments(t.messages, drop_reasoning=config.drop_reasoning)]
     tokenizer = train_wordpiece_tokenizer(texts)
-    backbone = tiny_encoder(tokenizer, hidden=64, max_tokens=config.max_task_tokens + config.max_segment_tokens + 3)
+    backbone = tiny_encoder(tokenizer, hidden=64, max_tokens=config.pair_tokens)
     tiny = EncoderMeter(build_model(backbone, config.hidden), tokenizer, config)
     meters = {"tiny": tiny, "minilm": minilm}
 

@@ -151,7 +151,7 @@ def main() -> None:
     bpe = train_bpe_tokenizer(texts + [prompt.system_prompt], vocab_size=1024)
     causal = tiny_causal_lm(bpe, hidden=128, layers=4)
     wordpiece = train_wordpiece_tokenizer([s for ep in eps for s in history_segments(ep)], vocab_size=1024)
-    tiny_bert = tiny_encoder(wordpiece, hidden=128, max_tokens=EncoderConfig().max_segment_tokens + EncoderConfig().max_task_tokens + 3)
+    tiny_bert = tiny_encoder(wordpiece, hidden=128, max_tokens=EncoderConfig().pair_tokens)
     import transformers
 
     config = EncoderConfig()

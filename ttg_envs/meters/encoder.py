@@ -11,6 +11,7 @@ segments. Light enough to train and run on a CPU.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import json
@@ -53,9 +54,17 @@ def _packaged_backbone(reference: Mapping[str, Any]) -> Path:
 
 
 def _weights_digest(folder: Path) -> str:
-    """SHA-256 of a backbone folder's ``model.safetensors``."""
+    """SHA-256 of a backbone folder's ``model.safetensors``, hashed again only when the file's
+    identity, size or modification time changed (every load and save of a meter asks)."""
+    path = (Path(folder) / "model.safetensors").resolve()
+    st = path.stat()
+    return _file_digest(str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str, *_identity: int) -> str:
     digest = hashlib.sha256()
-    with open(folder / "model.safetensors", "rb") as f:
+    with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -141,6 +150,11 @@ class EncoderConfig:
     compact_calls: bool = False
     request_per_turn: bool = False
     call_tally: int = 0
+
+    @property
+    def pair_tokens(self) -> int:
+        """Tokens of one encoder input at most: the statement, the segment, the tally and the special tokens."""
+        return self.max_task_tokens + self.max_segment_tokens + 3 + (self.call_tally + 2 if self.call_tally else 0)
 
 
 #: A segment as the encoder reads it: (task statement, segment text).
@@ -590,7 +604,7 @@ class EncoderMeter(CachedMeter):
             list(texts),
             padding=True,
             truncation="only_second",
-            max_length=self.config.max_task_tokens + self.config.max_segment_tokens + 3 + _tally_width(self.config),
+            max_length=self.config.pair_tokens,
             return_tensors="pt",
         ).to(self.device)
 
@@ -670,11 +684,6 @@ class EncoderMeter(CachedMeter):
 
     def _estimate_uncached(self, histories: list[History]) -> list[Estimate]:
         return [estimate_from_outputs(*row) for row in self.last_outputs(histories).tolist()]
-
-
-def _tally_width(config: EncoderConfig) -> int:
-    """Tokens the call tally adds to the statement side of a pair (its cut and a separator)."""
-    return config.call_tally + 2 if config.call_tally else 0
 
 
 def _remember(memo: dict, key: Any, limit: int, make: Any) -> Any:

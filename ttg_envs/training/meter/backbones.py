@@ -61,8 +61,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         if config.call_tally:  # the tallies' words ("calls:", "x2") as the tokenizer will meet them
             texts += list(dict.fromkeys(line for h in histories for line in call_tally(h)))
         tokenizer = train_wordpiece_tokenizer(texts)
-        max_tokens = config.max_task_tokens + config.max_segment_tokens + 3 + (config.call_tally + 2 if config.call_tally else 0)
-        backbone = tiny_encoder(tokenizer, hidden=settings.hidden, max_tokens=max_tokens, seed=settings.seed)
+        backbone = tiny_encoder(tokenizer, hidden=settings.hidden, max_tokens=config.pair_tokens, seed=settings.seed)
         backbone_lr = 5e-4 if settings.backbone_lr is None else settings.backbone_lr
     else:
         import transformers
