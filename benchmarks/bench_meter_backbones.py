@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
+
+from meter_rollouts import score_turn_by_turn
 
 
 def main(argv=None) -> int:
@@ -44,7 +45,6 @@ def main(argv=None) -> int:
         files = collect_trajectories("ttg/Tau2-v0", {"user": "gold"}, "train", policies, Path(tmp), limit=args.tasks)
         trajectories = load_trajectories(files)
     prefixes = [list(t.prefixes()) for t in trajectories]
-    turns = max(len(p) for p in prefixes)
 
     minilm = load_meter("ttg/Tau2-v0")
     config = minilm.config
@@ -54,19 +54,10 @@ def main(argv=None) -> int:
     tiny = EncoderMeter(build_model(backbone, config.hidden), tokenizer, config)
     meters = {"tiny": tiny, "minilm": minilm}
 
-    def score(meter) -> tuple[float, int]:
-        meter.clear_cache()
-        start, n = time.process_time(), 0
-        for t in range(turns):
-            batch = [p[t] for p in prefixes if t < len(p)]
-            meter.estimate(batch)
-            n += len(batch)
-        return time.process_time() - start, n
-
     times: dict[str, list[float]] = {name: [] for name in meters}
     for _ in range(args.repeats):
         for name, meter in meters.items():
-            seconds, n = score(meter)
+            seconds, n, _ = score_turn_by_turn(meter, prefixes)
             times[name].append(seconds / n * 1000)
     print(f"{len(trajectories)} episodes, {n} estimates per repeat, {args.repeats} repeats (CPU ms per estimate, best of repeats)")
     for name, values in times.items():

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
+
+from meter_rollouts import score_turn_by_turn
 
 
 def main(argv=None) -> int:
@@ -40,7 +41,6 @@ def main(argv=None) -> int:
         files = collect_trajectories("ttg/ALFWorld-v0", {}, "train", policies, Path(tmp), limit=-(-args.episodes // len(policies)))
         trajectories = load_trajectories(files)[: args.episodes]
     prefixes = [list(t.prefixes()) for t in trajectories]
-    turns = max(len(p) for p in prefixes)
     meter = load_meter("ttg/ALFWorld-v0")
     remembered = meter._marked
 
@@ -49,13 +49,7 @@ def main(argv=None) -> int:
 
     def score(variant) -> tuple[float, int, list]:
         meter._marked = variant
-        meter.clear_cache()
-        start, n, out = time.process_time(), 0, []
-        for t in range(turns):
-            batch = [p[t] for p in prefixes if t < len(p)]
-            out += meter.estimate(batch)
-            n += len(batch)
-        return time.process_time() - start, n, out
+        return score_turn_by_turn(meter, prefixes)
 
     variants = {"marked each call": each_call, "remembered": remembered}
     times: dict[str, list[float]] = {name: [] for name in variants}
