@@ -27,8 +27,10 @@
 #
 # BFCL's and tau2's meters learn from gold replays and perturbed gold (perturbed:eps: dropped, extra
 # and wrong-argument calls) with gold's remaining tokens from every state as targets (--targets
-# gold: after a departure, gold's remaining moves replayed in branches of the engine), BFCL's with
-# 96 tokens per segment and the task's words marked in them (--mark-task-words), tau2's through the
+# gold: after a departure, gold's remaining moves replayed in branches of the engine), BFCL's on 708
+# tasks with 96 tokens per segment, the task's words marked in them (--mark-task-words) and the head
+# reading how many of the task's user requests are still to come (--requests-ahead: the env's task
+# turns less the requests read), on one torch thread, tau2's through the
 # pretrained all-MiniLM-L6-v2 (--backbone encoder:minilm, frozen: the segments are embedded once and
 # the GRU and head train for 100 epochs in about a minute; the shipped meter refers to the package's
 # weights instead of carrying them) with 96 tokens per segment, on one torch thread (--threads 1), on
@@ -62,7 +64,7 @@ config["ready"] = {
                    "tasks": train["config"].get("tasks") or train["config"].get("limit"),
                    "trajectories": train["trajectories"]["train"],
                    "policies": train["config"]["policies"], "epochs": train["config"]["epochs"],
-                   **{k: train["config"][k] for k in ("backbone", "segment_tokens", "targets", "turn_limit", "mark_task_words", "task_from_user", "compact_calls") if k in train["config"]}},
+                   **{k: train["config"][k] for k in ("backbone", "segment_tokens", "targets", "turn_limit", "mark_task_words", "task_from_user", "compact_calls", "requests_ahead") if k in train["config"]}},
     "heldout": {split: {**{k: v for k, v in report.items() if not isinstance(v, (list, dict))},
                         **({"noop": report["noop"]} if report.get("noop") else {})}
                 for split, report in heldout["reports"].items()},
@@ -139,17 +141,18 @@ heldout_previous() {
 }
 
 build_bfcl() {
-    # BFCL has no train split: tasks of the "all" split by index. Training: index % 25 == 0; the
-    # development panel where the settings were chosen: index % 25 == 12; held out: index % 25 == 6.
+    # BFCL has no train split: tasks of the "all" split by index. Training: index % 25 in {0, 3, 18,
+    # 21} (708 tasks, 3,540 episodes); the development panel where the settings were chosen: index %
+    # 25 == 12; held out: index % 25 == 6.
     local train_tasks eval_tasks
-    train_tasks=$(seq 0 4424 | awk '$1 % 25 == 0' | tr '\n' ' ')
+    train_tasks=$(seq 0 4424 | awk '$1 % 25 == 0 || $1 % 25 == 3 || $1 % 25 == 18 || $1 % 25 == 21' | tr '\n' ' ')
     eval_tasks=$(seq 0 4424 | awk '$1 % 25 == 6' | tr '\n' ' ')
     local source="--tasks $train_tasks"
     [ -n "${BFCL_TRAJECTORIES:-}" ] && source="--trajectories $(ls "$BFCL_TRAJECTORIES"/*.jsonl | tr '\n' ' ')"
     # shellcheck disable=SC2086
     $TTG train-meter --env ttg/BFCL-v0 --splits all $source \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 perturbed:0.75 --epochs 10 --targets gold --segment-tokens 96 \
-        --mark-task-words --out "$WORK/bfcl/train"
+        --mark-task-words --requests-ahead --threads 1 --out "$WORK/bfcl/train"
     # shellcheck disable=SC2086
     $TTG eval-meter --env ttg/BFCL-v0 --meter "$WORK/bfcl/train/meter" --splits all --tasks $eval_tasks \
         --policies gold gold_drop_last perturbed:0.3 perturbed:0.5 --out "$WORK/bfcl/eval"

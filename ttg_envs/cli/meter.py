@@ -136,6 +136,12 @@ def add_train_meter(sub: argparse._SubParsersAction) -> None:
         "instead of the task statement, and mark that request's words (multi-turn tasks: BFCL)",
     )
     p.add_argument(
+        "--requests-ahead",
+        action="store_true",
+        help="encoder: the head also reads how many of the task's user requests are still to come "
+        "(the env's task turns, less the requests read; multi-turn tasks: BFCL)",
+    )
+    p.add_argument(
         "--compact-calls",
         action="store_true",
         help="encoder: read an agent's tool calls as 'name {arguments}' instead of the OpenAI call JSON (tau2)",

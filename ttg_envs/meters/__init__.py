@@ -13,7 +13,11 @@ from .base import (
     Estimate,
     History,
     ProgressMeter,
+    TASK_NOTE_ROLE,
     history_key,
+    meter_history,
+    split_task_note,
+    with_task_note,
 )
 from .loading import load_meter
 from .prompt import METER_SYSTEM_PROMPT, PromptConfig, meter_messages, render_history
@@ -42,15 +46,19 @@ __all__ = [
     "ProgressMeter",
     "PromptConfig",
     "ScriptedMeter",
+    "TASK_NOTE_ROLE",
     "TimedMeter",
     "TransformersMeter",
     "VLLMMeter",
     "format_answer",
     "history_key",
     "load_meter",
+    "meter_history",
     "meter_messages",
     "parse_answer",
     "render_history",
+    "split_task_note",
+    "with_task_note",
 ]
 
 

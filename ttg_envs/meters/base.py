@@ -44,6 +44,41 @@ class Estimate:
         return self.valid and self.can_complete and self.remaining_tokens is not None
 
 
+#: Role of the task note a history may open with when a meter reads one (``reads_task_note``):
+#: what the env publishes about the task and the transcript does not say. Actors never see it: the
+#: env's transcript holds no note; ``ProgressMeterWrapper`` and the meter tools add it to the copy
+#: they hand the meter (:func:`with_task_note`).
+TASK_NOTE_ROLE = "ttg_task_note"
+
+
+def with_task_note(history: History, task: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """``history`` opened by the task note of ``task`` (the env's ``info["task"]``): the number of
+    user requests the task holds (``task["turns"]``, BFCL's multi-turn entries), or ``history``
+    unchanged (as a list) when ``task`` names none.
+
+    >>> with_task_note([{"role": "user", "content": "ls"}], {"id": "multi_turn_base_0", "turns": 4})[0]
+    {'role': 'ttg_task_note', 'requests': 4}
+    >>> with_task_note([{"role": "user", "content": "ls"}], {"id": "simple_python_0"})
+    [{'role': 'user', 'content': 'ls'}]
+    """
+    turns = (task or {}).get("turns")
+    if turns is None:
+        return list(history)
+    return [{"role": TASK_NOTE_ROLE, "requests": int(turns)}, *history]
+
+
+def meter_history(meter: Any, history: History, task: Mapping[str, Any] | None) -> History:
+    """``history`` as ``meter`` reads it: opened by ``task``'s note (:func:`with_task_note`) when
+    the meter reads one (its ``reads_task_note`` is True), else ``history`` itself."""
+    return with_task_note(history, task) if getattr(meter, "reads_task_note", False) else history
+
+
+def split_task_note(history: History) -> tuple[Mapping[str, Any] | None, History]:
+    """The task note ``history`` opens with (None when it has none) and the transcript after it."""
+    if history and history[0].get("role") == TASK_NOTE_ROLE:
+        return history[0], history[1:]
+    return None, history
+
 @runtime_checkable
 class ProgressMeter(Protocol):
     """Anything that turns a batch of histories into one :class:`Estimate` each."""

@@ -28,7 +28,7 @@ from .._io import atomic_folder, load_folder
 from .._optional import require
 from ..model_spec import torch_threads
 from .answer import format_answer
-from .base import CachedMeter, Estimate, History
+from .base import TASK_NOTE_ROLE, CachedMeter, Estimate, History, split_task_note
 from .hf import METER_CONFIG
 from .prompt import message_text
 
@@ -134,6 +134,14 @@ class EncoderConfig:
             encoder then reads the request and what was done about it in one input, the way a
             conversation closed before its write differs from one closed after it (tau2). 0
             (saved meters without the field): no tally.
+        requests_ahead: the head also reads how many of the task's user requests are still to
+            come after each prefix (:meth:`EncoderMeter.requests_ahead`): the task's request count,
+            from the task note the history opens with (:func:`~ttg_envs.meters.base.with_task_note`:
+            BFCL's multi-turn entries publish ``turns``), less the user messages read so far. A
+            turn-ending message is then read against the work the later requests will bring,
+            instead of the meter learning that only once the next request arrives (and reading the
+            turn's end as a jump up). Histories without a note: none ahead. False (saved meters
+            without the field): the meter reads no note.
     """
 
     window: int | None = None
@@ -150,6 +158,7 @@ class EncoderConfig:
     compact_calls: bool = False
     request_per_turn: bool = False
     call_tally: int = 0
+    requests_ahead: bool = False
 
     @property
     def pair_tokens(self) -> int:
@@ -221,6 +230,8 @@ def history_segments(
     segments: list[str] = [""]
     for message in history:
         role = message.get("role")
+        if role == TASK_NOTE_ROLE:  # what the env says about the task, read apart (EncoderMeter.requests_ahead)
+            continue
         text = compact_call_text(message) if compact_calls and role == "assistant" else message_text(message)
         if role == "system":
             if include_system:
@@ -290,6 +301,25 @@ def call_tally(history: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def requests_delivered(history: Sequence[Mapping[str, Any]]) -> list[int]:
+    """For each segment of :func:`history_segments` (the task segment, then one per assistant
+    message), the user messages read up to its end.
+
+    >>> requests_delivered([{"role": "user", "content": "ls"}, {"role": "assistant", "content": "a"},
+    ...                     {"role": "tool", "content": "x"}, {"role": "assistant", "content": "done"},
+    ...                     {"role": "user", "content": "cd docs"}, {"role": "assistant", "content": "c"}])
+    [1, 1, 2, 2]
+    """
+    out = [0]
+    for message in history:
+        role = message.get("role")
+        if role == "assistant":
+            out.append(out[-1])
+        elif role == "user":
+            out[-1] += 1
+    return out
+
+
 def task_statement(task_segment: str, pattern: str | None) -> str:
     """The task statement paired with every segment: the pattern's first group, else the whole task segment."""
     if pattern:
@@ -310,11 +340,14 @@ def turns_left_features(turns_left: Any) -> Any:
     return torch.stack([left / _TURNS_SCALE, torch.log1p(left)], -1)
 
 
-def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_gate: bool = False) -> Any:
+def build_model(
+    backbone: Any, hidden: int, budget_aware: bool = False, carry_gate: bool = False, requests_aware: bool = False
+) -> Any:
     """The trainable meter network around ``backbone`` (a transformers encoder); ``budget_aware``
     adds the turns-left features to the head's input (:attr:`EncoderConfig.turn_limit`),
     ``carry_gate`` a third head output that carries the previous estimate over
-    (:attr:`EncoderConfig.carry_gate`)."""
+    (:attr:`EncoderConfig.carry_gate`), ``requests_aware`` the requests-ahead features
+    (:attr:`EncoderConfig.requests_ahead`, the same two transforms as turns left)."""
     torch = require("torch", "hf")
     nn = torch.nn
 
@@ -328,10 +361,11 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_ga
             self.kind = nn.Embedding(2, hidden)  # 0: task segment, 1: action segment
             self.gru = nn.GRU(hidden, hidden, batch_first=True)
             # The head reads the GRU state and the latest segment itself (the state just reached),
-            # and, budget-aware, how many turns are left.
+            # and, budget-aware, how many turns are left; requests-aware, how many requests are to come.
             self.budget_aware = budget_aware
+            self.requests_aware = requests_aware
             self.carry_gate = carry_gate
-            extra = 2 if budget_aware else 0
+            extra = (2 if budget_aware else 0) + (2 if requests_aware else 0)
             self.head = nn.Sequential(nn.Linear(2 * hidden + extra, hidden), nn.GELU(), nn.Linear(hidden, 3 if carry_gate else 2))
 
         def embed(self, input_ids, attention_mask):
@@ -340,10 +374,11 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_ga
             mask = attention_mask.unsqueeze(-1).to(states.dtype)
             return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
-        def forward(self, segments, lengths, turns_left=None, return_states=False):
+        def forward(self, segments, lengths, turns_left=None, return_states=False, requests_ahead=None):
             """``segments`` ``[B, S, width]`` padded, ``lengths`` ``[B]``: outputs ``[B, S, 2]`` per prefix.
 
             ``turns_left`` ``[B, S]``: turns left after each prefix (needed when budget-aware);
+            ``requests_ahead`` ``[B, S]``: the task's requests still to come (needed when requests-aware);
             ``return_states`` also returns the GRU states ``[B, S, hidden]`` (for :meth:`extend`)
             and the carry gate's logits ``[B, S]`` (None without a gate).
             """
@@ -354,20 +389,21 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_ga
             packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, _ = self.gru(packed)
             out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=segments.shape[1])
-            heads = self._head(out, x, turns_left)
+            heads = self._head(out, x, turns_left, requests_ahead)
             outputs, gate = self._carry(heads)
             return (outputs, out, gate) if return_states else outputs
 
-        def extend(self, states, segments, turns_left=None, previous=None, return_gate=False):
+        def extend(self, states, segments, turns_left=None, previous=None, return_gate=False, requests_ahead=None):
             """Outputs ``[N, 2]`` after one more action segment: ``states`` ``[N, hidden]`` are GRU
             states after prefixes (from ``forward(..., return_states=True)``), ``segments``
             ``[N, width]`` the next segments, ``turns_left`` ``[N]`` the turns left after them,
-            ``previous`` ``[N]`` the prefixes' own log1p estimates (needed with a carry gate).
+            ``previous`` ``[N]`` the prefixes' own log1p estimates (needed with a carry gate),
+            ``requests_ahead`` ``[N]`` the requests still to come after them (when requests-aware).
             Equal to ``forward`` over the longer sequences, at the cost of one GRU step;
             ``return_gate`` also returns the gate's logits ``[N]`` (None without a gate)."""
             x = self.proj(segments) + self.kind.weight[1]
             out, _ = self.gru(x.unsqueeze(1), states.unsqueeze(0).contiguous())
-            heads = self._head(out[:, 0], x, None if turns_left is None else turns_left)
+            heads = self._head(out[:, 0], x, turns_left, requests_ahead)
             gate = None
             if self.carry_gate:
                 if previous is None:
@@ -386,12 +422,16 @@ def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_ga
                 values.append(g[:, t] * values[-1] + (1 - g[:, t]) * heads[:, t, 1])
             return torch.stack([heads[..., 0], torch.stack(values, 1)], -1), heads[..., 2]
 
-        def _head(self, out, x, turns_left):
+        def _head(self, out, x, turns_left, requests_ahead=None):
             parts = [out, x]
             if self.budget_aware:
                 if turns_left is None:
                     raise ValueError("a budget-aware meter needs turns_left")
                 parts.append(turns_left_features(turns_left.to(x.device)))
+            if self.requests_aware:
+                if requests_ahead is None:
+                    raise ValueError("a requests-aware meter needs requests_ahead")
+                parts.append(turns_left_features(requests_ahead.to(x.device)))
             return self.head(torch.cat(parts, -1))
 
         def head_state_dict(self):
@@ -463,6 +503,12 @@ class EncoderMeter(CachedMeter):
         return self.config.turn_limit is not None
 
     @property
+    def reads_task_note(self) -> bool:
+        """Whether the meter reads the task note a history opens with (:attr:`EncoderConfig.requests_ahead`):
+        ``ProgressMeterWrapper`` and the meter tools then hand it histories with one."""
+        return self.config.requests_ahead
+
+    @property
     def turn_limit(self) -> int | None:
         """The turn limit turns left are counted from (None when the meter is not budget-aware)."""
         if not self.budget_aware:
@@ -525,7 +571,9 @@ class EncoderMeter(CachedMeter):
                 tokenizer = transformers.AutoTokenizer.from_pretrained(backbone_dir)
         if reference:
             kwargs.setdefault("backbone_package", reference["package"])
-        model = build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate)
+        model = build_model(
+            backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate, requests_aware=config.requests_ahead
+        )
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]
         if missing or result.unexpected_keys:
@@ -551,7 +599,8 @@ class EncoderMeter(CachedMeter):
 
     # ------------------------------------------------------------------ inference
     def segments(self, history: History) -> list[Segment]:
-        """The (task statement, segment) pairs the meter reads for ``history``."""
+        """The (task statement, segment) pairs the meter reads for ``history`` (a task note it opens with is not a segment)."""
+        _, history = split_task_note(history)
         texts = history_segments(history, self.config.include_system, self.config.drop_reasoning, self.config.compact_calls)
         source = first_user_text(history) if self.config.task_from_user else texts[0]
         task = self._task(task_statement(source, self.config.task_pattern))
@@ -564,8 +613,20 @@ class EncoderMeter(CachedMeter):
             pairs[1:] = [f"{pair}\n{self._tally(tally)}" for pair, tally in zip(pairs[1:], call_tally(history))]
         return list(zip(pairs, texts))
 
+    def requests_ahead(self, history: History) -> list[int]:
+        """For each segment of ``history``, the task's user requests still to come after it: the
+        count in the task note (:func:`~ttg_envs.meters.base.with_task_note`) less the user
+        messages read up to the segment's end (:func:`requests_delivered`), never below 0 (BFCL's
+        closing message is a user message too). Without a note, 0 everywhere."""
+        note, history = split_task_note(history)
+        delivered = requests_delivered(history)
+        total = None if note is None else note.get("requests")
+        if total is None:
+            return [0] * len(delivered)
+        return [max(int(total) - n, 0) for n in delivered]
+
     def window(self, segments: Sequence[Segment]) -> list[Segment]:
-        """The segments the meter reads: the task segment and the last ``config.window`` others."""
+        """The segments the meter reads (or a per-segment list cut alike): the task segment and the last ``config.window`` others."""
         w = self.config.window
         return list(segments) if w is None or len(segments) <= w + 1 else [segments[0], *segments[len(segments) - w :]]
 
@@ -649,9 +710,25 @@ class EncoderMeter(CachedMeter):
             limit = torch.tensor([self.turn_limit if x is None else int(x) for x in limits]).unsqueeze(1)
         return limit - (steps_t - (lengths_t - 1 - pos))
 
-    def predict(self, segment_lists: Sequence[Sequence[Segment]], steps: Sequence[int] | None = None) -> Any:
+    def padded_ahead(self, ahead: Sequence[Sequence[int]] | None) -> Any:
+        """``[B, S]`` requests ahead of lists of per-segment counts, zero-padded (None when the meter
+        is not requests-aware)."""
+        if not self.config.requests_ahead:
+            return None
+        if ahead is None:
+            raise ValueError("a requests-aware meter needs the requests ahead of each segment")
+        torch = self._torch
+        out = torch.zeros((len(ahead), max(len(a) for a in ahead)), dtype=torch.long)
+        for b, counts in enumerate(ahead):
+            out[b, : len(counts)] = torch.tensor(list(counts), dtype=torch.long)
+        return out
+
+    def predict(
+        self, segment_lists: Sequence[Sequence[Segment]], steps: Sequence[int] | None = None, ahead: Sequence[Sequence[int]] | None = None
+    ) -> Any:
         """Network outputs ``[B, S, 2]`` for lists of segments (no gradients); ``steps``: actions taken
-        at the last segment of each list (default: one per segment after the first)."""
+        at the last segment of each list (default: one per segment after the first); ``ahead``: the
+        requests ahead of each segment (:meth:`requests_ahead`, windowed alike; requests-aware meters)."""
         torch = self._torch
         steps = [len(s) - 1 for s in segment_lists] if steps is None else steps
         flat = [s for segs in segment_lists for s in segs]
@@ -664,14 +741,15 @@ class EncoderMeter(CachedMeter):
             offset += len(segs)
         turns_left = self.turns_left(steps, lengths.tolist())
         with torch.inference_mode(), torch_threads(self.call_threads):
-            return self.model(padded, lengths, turns_left), lengths
+            return self.model(padded, lengths, turns_left, requests_ahead=self.padded_ahead(ahead)), lengths
 
     def last_outputs(self, histories: Sequence[History], idle: Sequence[int] | None = None) -> Any:
         """Head outputs ``[B, 2]`` (completion logit, log1p remaining tokens) at each history's last
         read segment, as if ``idle[b]`` more turns had been spent after it (default: none)."""
         segment_lists = [self.segments(h) for h in histories]
         steps = [len(s) - 1 + (int(idle[b]) if idle is not None else 0) for b, s in enumerate(segment_lists)]
-        out, lengths = self.predict([self.window(s) for s in segment_lists], steps)
+        ahead = [self.window(self.requests_ahead(h)) for h in histories] if self.config.requests_ahead else None
+        out, lengths = self.predict([self.window(s) for s in segment_lists], steps, ahead)
         return out[self._torch.arange(len(segment_lists)), lengths - 1]
 
     def estimate_at_turns(self, histories: Sequence[History], idle: Sequence[int]) -> list[Estimate]:

@@ -30,7 +30,8 @@ class EnsembleMeter(CachedMeter):
     """The mean head output of ``members`` (encoder meters), as one meter.
 
     Args:
-        members: two or more :class:`~.encoder.EncoderMeter` s, all budget-aware or none.
+        members: two or more :class:`~.encoder.EncoderMeter` s, all budget-aware or none, all
+            reading the task note or none.
         cache_size: estimates cached by history hash (see :class:`~.base.CachedMeter`).
     """
 
@@ -40,7 +41,14 @@ class EnsembleMeter(CachedMeter):
             raise ValueError(f"an ensemble needs at least two members, got {len(members)}")
         if len({m.budget_aware for m in members}) > 1:
             raise ValueError("an ensemble's members must all read the turns left, or none")
+        if len({m.reads_task_note for m in members}) > 1:
+            raise ValueError("an ensemble's members must all read the task note, or none")
         self.members = list(members)
+
+    @property
+    def reads_task_note(self) -> bool:
+        """Whether the members read the task note a history opens with."""
+        return self.members[0].reads_task_note
 
     @property
     def budget_aware(self) -> bool:

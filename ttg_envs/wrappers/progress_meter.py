@@ -21,7 +21,7 @@ import numpy as np
 from .. import registry
 from ..core import Generation
 from ..credit import step_costs
-from ..meters.base import Estimate, ProgressMeter
+from ..meters.base import Estimate, ProgressMeter, meter_history
 from .branching import BranchableWrapper, Trial, find_wrapper, trial_branches, try_actions
 
 
@@ -84,7 +84,10 @@ class ProgressMeterWrapper(BranchableWrapper):
             declares its task state (``declares_task_state``; ALFWorld), else ``ValueError``.
 
     A budget-aware meter (one with ``budget_aware`` True, such as an encoder meter trained with a
-    turn limit) is set to count turns left from this env's ``max_steps``.
+    turn limit) is set to count turns left from this env's ``max_steps``. A meter that reads the task
+    note (``reads_task_note`` True: an encoder meter trained with ``requests_ahead``) gets each
+    history opened by the note of the task the env announced at reset (``info["task"]``: BFCL's
+    request count, :func:`~ttg_envs.meters.base.with_task_note`); the env's transcript is unchanged.
 
     With ``carry_noops`` (off by default), on an env that declares its task state
     (``TextEnv.declares_task_state``, ALFWorld), a step that leaves ``task_state_key()`` unchanged is
@@ -119,6 +122,8 @@ class ProgressMeterWrapper(BranchableWrapper):
             meter.turn_limit = int(limit)
         self.costs: list[float] = []
         self.estimates: list[Estimate | None] = []
+        #: The env's ``info["task"]`` of this episode (what a task note is made of).
+        self.task: dict[str, Any] | None = None
         #: ``task_state_key()`` of h_0..h_t (kept with ``carry_noops`` only).
         self.task_keys: list[str | None] = []
         #: With ``carry_noops``: the last history that changed the task state, and the turns spent since.
@@ -129,6 +134,7 @@ class ProgressMeterWrapper(BranchableWrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Reset the env and score the first history (c_0)."""
         obs, info = self.env.reset(seed=seed, options=options)
+        self.task = info.get("task")
         estimate = self.meter.estimate([self.history])[0]
         self.costs = [float(estimate_costs([estimate], self.failure_cost)[0])]
         self.estimates = [estimate]
@@ -165,8 +171,8 @@ class ProgressMeterWrapper(BranchableWrapper):
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        """The current transcript h_t the meter reads."""
-        return self.env.unwrapped.messages
+        """The current transcript h_t the meter reads (opened by the task note when the meter reads one)."""
+        return meter_history(self.meter, self.env.unwrapped.messages, self.task)
 
     def try_actions(self, actions: Iterable[str | Generation], method: str = "auto") -> list[Trial]:
         """Each action stepped in its own branch, all new states scored in one meter call."""

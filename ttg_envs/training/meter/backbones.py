@@ -49,6 +49,7 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         request_per_turn=settings.request_per_turn,
         compact_calls=settings.compact_calls,
         call_tally=settings.call_tally,
+        requests_ahead=settings.requests_ahead,
     )
     if name == "tiny":
         from ...meters.encoder import TASK_MARK
@@ -71,7 +72,13 @@ def train_encoder(name: str, train: list, settings: MeterTrainConfig, device: st
         backbone = transformers.AutoModel.from_pretrained(path)
         backbone_lr = 0.0 if settings.backbone_lr is None else settings.backbone_lr
     meter = EncoderMeter(
-        build_model(backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate),
+        build_model(
+            backbone,
+            config.hidden,
+            budget_aware=config.turn_limit is not None,
+            carry_gate=config.carry_gate,
+            requests_aware=config.requests_ahead,
+        ),
         tokenizer,
         config,
         device=device,

@@ -66,6 +66,7 @@ class MeterTrainConfig(MeterRunConfig):
     carry_gate: bool = False
     task_from_user: bool = False
     request_per_turn: bool = False
+    requests_ahead: bool = False
     compact_calls: bool = False
     call_tally: int = 0
     noop_siblings: int = 0

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..._io import markdown_table
-from ...meters.base import Estimate, ProgressMeter
+from ...meters.base import Estimate, ProgressMeter, meter_history
 from ...tools import action_text
 from ...wrappers.gold_path import gold_actions, gold_to_go, replay_wins
 from ...wrappers.plan_length import plan_length
@@ -326,14 +326,18 @@ def evaluate_meter(
     """
     from ...bars import progress_bar
 
-    histories = [(ti, t, h) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
+    histories = [
+        (ti, t, meter_history(meter, h, traj.task)) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())
+    ]
     estimates: dict[tuple[int, int], Estimate] = {}
     for start in progress_bar(range(0, len(histories), batch_size), desc="meter eval", disable=not progress):
         chunk = histories[start : start + batch_size]
         for (ti, t, _), est in zip(chunk, meter.estimate([h for _, _, h in chunk])):
             estimates[(ti, t)] = est
     if carried is not None:  # carried states: the last history that changed the task state, turns spent since
-        prefixes = {ti: list(traj.prefixes()) for ti, traj in enumerate(trajectories) if any(carried[ti])}
+        prefixes = {
+            ti: [meter_history(meter, h, traj.task) for h in traj.prefixes()] for ti, traj in enumerate(trajectories) if any(carried[ti])
+        }
         asks = []
         for ti in prefixes:
             anchor = 0

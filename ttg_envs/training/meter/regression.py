@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..._optional import require
+from ...meters.base import meter_history
 from ...meters.encoder import EncoderMeter
 from .datasets import Trajectory
 from .sft import cosine_schedule
@@ -172,13 +173,16 @@ def train_encoder_meter(
 
 class _Example(NamedTuple):
     """One trajectory's training data: segments, per-prefix targets (one per segment: the opening's
-    take h_0's), and its siblings' ``(segment index of the state left from, segments, b, log1p TTG, kind)``."""
+    take h_0's), its siblings' ``(segment index of the state left from, segments, b, log1p TTG, kind,
+    requests ahead after the sibling's move)``, and for a requests-aware meter the requests ahead of
+    each segment."""
 
     segs: list
     b: list[float]
     y: list[float]
-    siblings: list[tuple[int, list, float, float, str]]
+    siblings: list[tuple[int, list, float, float, str, int]]
     turn_limit: int | None = None
+    ahead: list[int] | None = None
 
     def texts(self) -> list:
         """Every segment the example reads."""
@@ -187,25 +191,30 @@ class _Example(NamedTuple):
 
 def _example(meter: EncoderMeter, traj: Trajectory, targets: str) -> _Example:
     """``traj``'s training data as the meter reads it, its siblings' rows included."""
-    segments = meter.segments(traj.messages)
+    history = meter_history(meter, traj.messages, traj.task)
+    segments = meter.segments(history)
     # Assistant messages of the env's opening (tau2's greeting) are segments before h_0: they
     # take h_0's targets (the meter is only asked from h_0 on).
     opening = len(segments) - (traj.num_steps + 1)
     if opening < 0:
         raise ValueError(f"{traj.id}: {len(segments)} segments for {traj.num_steps} actions")
-    siblings = [_sibling_example(meter, s, opening) for s in traj.siblings]
+    siblings = [_sibling_example(meter, s, traj.task, opening) for s in traj.siblings]
     b, y = trajectory_targets(traj, targets)
-    return _Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, traj.turn_limit)
+    ahead = meter.requests_ahead(history) if meter.config.requests_ahead else None
+    return _Example(segments, b[:1] * opening + b, y[:1] * opening + y, siblings, traj.turn_limit, ahead)
 
 
-def _sibling_example(meter: EncoderMeter, sibling: Any, opening: int = 0) -> tuple[int, list, float, float, str]:
-    """A sibling's training row; ``opening``: segments of the env's opening before h_0 (tau2's greeting)."""
-    segments = meter.segments(sibling.messages)
+def _sibling_example(meter: EncoderMeter, sibling: Any, task: Any = None, opening: int = 0) -> tuple[int, list, float, float, str, int]:
+    """A sibling's training row (``task``: its trajectory's, for the note a requests-aware meter
+    reads); ``opening``: segments of the env's opening before h_0 (tau2's greeting)."""
+    history = meter_history(meter, sibling.messages, task)
+    segments = meter.segments(history)
     at = opening + sibling.step
     if len(segments) != at + 2:
         raise ValueError(f"sibling from state {sibling.step}: {len(segments)} segments, expected {at + 2}")
     v = sibling.expert_ttg
-    return at, segments, float(v is not None), math.nan if v is None else math.log1p(v), getattr(sibling, "kind", "noop")
+    ahead = meter.requests_ahead(history)[-1] if meter.config.requests_ahead else 0
+    return at, segments, float(v is not None), math.nan if v is None else math.log1p(v), getattr(sibling, "kind", "noop"), ahead
 
 
 def _loss(meter: EncoderMeter, batch: list, frozen: bool, config: RegressionConfig, torch: Any, device: Any) -> Any:
@@ -297,10 +306,10 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
     targets) for the pair loss, the carry gate's (logits, labels, known, weights) or None, and the
     pairs (best sibling v, v of the state it was tried from, their targets) for the step order
     loss, or None where the batch has no best sibling."""
-    rows, cols, last_segment, b, y, w, child_y = [], [], [], [], [], [], []
+    rows, cols, last_segment, b, y, w, child_y, ahead = [], [], [], [], [], [], [], []
     noops, bests = [], {}  # row of each no-op sibling and its state; row of each state's best sibling
     for i, ex in enumerate(batch):
-        for t, segs, bs, ys, kind in ex.siblings:
+        for t, segs, bs, ys, kind, left in ex.siblings:
             if kind == "best":
                 bests[i, t] = len(rows)
             else:
@@ -312,14 +321,21 @@ def _sibling_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any
             y.append(ys)
             w.append(1.0 / len(ex.segs))
             child_y.append(ex.y[t + 1])
+            ahead.append(left)
     rows_t = torch.tensor(rows, device=device)
     cols_t = torch.tensor(cols, device=device)
     turns_left = None
     if meter.budget_aware:
         limits = [ex.turn_limit or meter.turn_limit for ex in batch for _ in ex.siblings]
         turns_left = torch.tensor([limit - (t + 1) for limit, t in zip(limits, cols)], device=device)
+    requests_ahead = torch.tensor(ahead, device=device) if meter.config.requests_ahead else None
     last, gate = meter.model.extend(
-        states[rows_t, cols_t], vectors[torch.tensor(last_segment, device=device)], turns_left, out[rows_t, cols_t, 1], return_gate=True
+        states[rows_t, cols_t],
+        vectors[torch.tensor(last_segment, device=device)],
+        turns_left,
+        out[rows_t, cols_t, 1],
+        return_gate=True,
+        requests_ahead=requests_ahead,
     )
     child = out[rows_t, cols_t + 1]
     y_t = torch.tensor(y, device=device)
@@ -377,6 +393,7 @@ def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors
         lengths,
         meter.turns_left([n - 1 for n in lengths_list], lengths_list, [ex.turn_limit for ex in batch]),
         return_states=True,
+        requests_ahead=_padded_ahead(meter, [ex.ahead for ex in batch], device),
     )
     rows = torch.cat([torch.full((n,), i, dtype=torch.long) for i, n in enumerate(lengths_list)]).to(device)
     cols = torch.cat([torch.arange(n) for n in lengths_list]).to(device)
@@ -391,20 +408,30 @@ def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors
     return out[rows, cols], b, y, w, (out, states, gates)
 
 
+def _padded_ahead(meter: EncoderMeter, aheads: list, device: Any) -> Any:
+    """``[B, S]`` requests ahead of a batch's rows on ``device`` (None for a meter that reads none)."""
+    found = meter.padded_ahead(aheads if meter.config.requests_ahead else None)
+    return None if found is None else found.to(device)
+
+
 def _windowed_outputs(meter: EncoderMeter, batch: list, index: dict, vectors: Any, torch: Any, device: Any) -> tuple:
     """Head outputs of every prefix read through the meter's window (one GRU pass per prefix)."""
-    rows, steps, limits, b, y, w = [], [], [], [], [], []
-    for segs, bi, yi, _, limit in batch:
+    rows, steps, limits, aheads, b, y, w = [], [], [], [], [], [], []
+    for ex in batch:
+        segs = ex.segs
         for t in range(len(segs)):
             rows.append([index[s] for s in meter.window(segs[: t + 1])])
             steps.append(t)
-            limits.append(limit)
-            b.append(bi[t])
-            y.append(yi[t])
+            limits.append(ex.turn_limit)
+            aheads.append(meter.window(ex.ahead[: t + 1]) if ex.ahead is not None else None)
+            b.append(ex.b[t])
+            y.append(ex.y[t])
             w.append(1.0 / len(segs))
     lengths = torch.tensor([len(r) for r in rows])
     padded = torch.zeros((len(rows), int(lengths.max())), dtype=torch.long, device=device)
     for i, r in enumerate(rows):
         padded[i, : len(r)] = torch.tensor(r, device=device)
-    out = meter.model(vectors[padded], lengths, meter.turns_left(steps, lengths.tolist(), limits))
+    out = meter.model(
+        vectors[padded], lengths, meter.turns_left(steps, lengths.tolist(), limits), requests_ahead=_padded_ahead(meter, aheads, device)
+    )
     return out[torch.arange(len(rows), device=device), lengths.to(device) - 1], b, y, w
