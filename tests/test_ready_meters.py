@@ -229,7 +229,11 @@ def test_the_shipped_bfcl_meter_expects_more_work_with_more_requests_to_come():
 
     meter = load_meter("ttg/BFCL-v0")
     assert meter.reads_task_note
-    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    call = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+    }
     history = [
         {"role": "system", "content": "rules"},
         {"role": "user", "content": "List the files."},

@@ -4,8 +4,6 @@ input, training, saving, and the wrapper and evaluation handing the note to the 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +22,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def call(name: str) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}],
+    }
 
 
 #: Three requests, as BFCL's multi-turn entries deliver them: a call, a closing message, the next request.
@@ -131,7 +133,9 @@ def test_the_head_reads_the_count(tokenizer, tmp_path):
 
 def _trajectory(turns: int, messages: list, ttg: list[int]) -> Trajectory:
     actions = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-    return Trajectory(id=f"t{turns}", messages=messages, actions=actions, success=True, ttg=ttg, policy="gold", task={**TASK, "turns": turns})
+    return Trajectory(
+        id=f"t{turns}", messages=messages, actions=actions, success=True, ttg=ttg, policy="gold", task={**TASK, "turns": turns}
+    )
 
 
 @pytest.mark.parametrize("window", [None, 2])

@@ -9,11 +9,11 @@ Backends (imported on first use): ``TransformersMeter`` (generative, batched gre
 from .._optional import lazy_attributes
 from .answer import ANSWER_PREFIX, format_answer, parse_answer
 from .base import (
+    TASK_NOTE_ROLE,
     CachedMeter,
     Estimate,
     History,
     ProgressMeter,
-    TASK_NOTE_ROLE,
     history_key,
     meter_history,
     split_task_note,

@@ -79,6 +79,7 @@ def split_task_note(history: History) -> tuple[Mapping[str, Any] | None, History
         return history[0], history[1:]
     return None, history
 
+
 @runtime_checkable
 class ProgressMeter(Protocol):
     """Anything that turns a batch of histories into one :class:`Estimate` each."""

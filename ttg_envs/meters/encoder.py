@@ -340,9 +340,7 @@ def turns_left_features(turns_left: Any) -> Any:
     return torch.stack([left / _TURNS_SCALE, torch.log1p(left)], -1)
 
 
-def build_model(
-    backbone: Any, hidden: int, budget_aware: bool = False, carry_gate: bool = False, requests_aware: bool = False
-) -> Any:
+def build_model(backbone: Any, hidden: int, budget_aware: bool = False, carry_gate: bool = False, requests_aware: bool = False) -> Any:
     """The trainable meter network around ``backbone`` (a transformers encoder); ``budget_aware``
     adds the turns-left features to the head's input (:attr:`EncoderConfig.turn_limit`),
     ``carry_gate`` a third head output that carries the previous estimate over
@@ -572,7 +570,11 @@ class EncoderMeter(CachedMeter):
         if reference:
             kwargs.setdefault("backbone_package", reference["package"])
         model = build_model(
-            backbone, config.hidden, budget_aware=config.turn_limit is not None, carry_gate=config.carry_gate, requests_aware=config.requests_ahead
+            backbone,
+            config.hidden,
+            budget_aware=config.turn_limit is not None,
+            carry_gate=config.carry_gate,
+            requests_aware=config.requests_ahead,
         )
         result = model.load_state_dict(safetensors_torch.load_file(str(path / _HEAD_FILE)), strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("backbone.")]

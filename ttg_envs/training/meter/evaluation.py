@@ -326,9 +326,7 @@ def evaluate_meter(
     """
     from ...bars import progress_bar
 
-    histories = [
-        (ti, t, meter_history(meter, h, traj.task)) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())
-    ]
+    histories = [(ti, t, meter_history(meter, h, traj.task)) for ti, traj in enumerate(trajectories) for t, h in enumerate(traj.prefixes())]
     estimates: dict[tuple[int, int], Estimate] = {}
     for start in progress_bar(range(0, len(histories), batch_size), desc="meter eval", disable=not progress):
         chunk = histories[start : start + batch_size]
