@@ -52,6 +52,24 @@ def test_ttg_eval_on_papersearchqa_needs_no_other_flag(tmp_path):
     assert "planner_timeouts" not in report["config"]  # no planner, nothing to count
 
 
+def test_ttg_eval_plays_the_tasks_it_is_given(tmp_path):
+    argv = ["eval", "--env", "ttg/PaperSearchQA-v0", "--conditions", "natural", "--seeds", "0", "--workers", "1"]
+    assert main([*argv, "--tasks", "2", "0", "--out", str(tmp_path / "named")]) == 0
+    named = json.loads((tmp_path / "named" / "eval.json").read_text())
+    assert named["config"]["tasks"] == [2, 0]
+    assert sorted(e["task_id"] for e in named["episodes"]) == ["test-00000", "test-00002"]  # the split's tasks 0 and 2
+
+
+@pytest.mark.parametrize(
+    "extra,says",
+    [(["--tasks", "5000"], "task indices must lie in 0..599 for split 'test'; got 5000"), (["--tasks", "0", "--limit", "2"], "not both")],
+)
+def test_ttg_eval_refuses_bad_tasks_in_one_line(extra, says, capsys):
+    assert main(["eval", "--env", "ttg/PaperSearchQA-v0", "--conditions", "natural", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ttg: error: argument --tasks: ") and says in err
+
+
 def test_demo_on_an_env_without_a_train_split_guides_with_the_shipped_meter():
     args = build_parser().parse_args(["demo", "--env", "ttg/BFCL-v0"])
     resolve_selection(args, meter_default=True)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_workers, positive_int
+from ..cli_args import add_env, add_limit, add_out, add_seed, add_seeds, add_splits, add_tasks, add_workers, positive_int
 from ..registry import ENV_SPECS, train_split
 
 
@@ -59,12 +59,22 @@ def _rollout(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from ..eval.evaluate import evaluate
     from ..eval.report import guidance_wins, seed_summary, write_outputs
-    from .checks import resolve_selection
+    from .checks import FlagError, resolve_selection
 
     resolve_selection(args)
+    if args.tasks is not None and args.limit is not None:
+        raise FlagError("--tasks", "names the tasks itself; give --tasks or --limit, not both")
+    env_id, env_kwargs = args.env, json.loads(args.env_kwargs)
+    if args.tasks is not None and not args.env_url:  # an index past a split fails here, before any worker starts
+        from ..runner import split_tasks
+
+        for split in args.splits:
+            try:
+                split_tasks(env_id, {**env_kwargs, "split": split}, tasks=args.tasks)
+            except ValueError as exc:
+                raise FlagError("--tasks", str(exc)) from None
     apply_threads(args.threads)
     start = time.perf_counter()
-    env_id, env_kwargs = args.env, json.loads(args.env_kwargs)
     if args.env_url:  # the env runs on a `ttg serve` server; its --env-kwargs were set there
         env_id, env_kwargs = "ttg/Remote-v0", {**env_kwargs, "url": args.env_url, "env_id": args.env}
     results = evaluate(
@@ -79,10 +89,13 @@ def _eval(args: argparse.Namespace) -> int:
         actor_kwargs=json.loads(args.actor_kwargs),
         meter_kwargs=json.loads(args.meter_kwargs),
         limit=args.limit,
+        tasks=None if args.tasks is None else {split: args.tasks for split in args.splits},
         carry_noops=args.carry_noops,
     )
     rows = seed_summary(results, actor=args.actor)
     config = {k: v for k, v in vars(args).items() if k != "func"}
+    if args.tasks is not None:  # played, so within the splits: a list the report can hold
+        config["tasks"] = [int(i) for i in args.tasks]
     return write_outputs(
         Path(args.out),
         "eval",
@@ -190,7 +203,7 @@ splits over several seeds, and write eval.json, eval.md and eval.png (natural ->
 
 With no flags: ALFWorld's valid_seen and valid_unseen splits, the scripted noisy expert at eps 0.75,
 the meter that ships for the env (--meter ttg/ALFWorld-v0), seeds 0 1 2. --limit N takes N tasks of
-each split, spread evenly."""
+each split, spread evenly; --tasks names them (the same indices in every split)."""
 
 _DEMO_DESCRIPTION = """Offline on a CPU: record scripted trajectories, train a small encoder meter on them, then
 compare natural, random-4 and guided-4 rollouts on a held-out panel and write demo.json, demo.md and
@@ -254,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="play the env served by `ttg serve` at this URL (its split must be the one --splits names; --env-kwargs go to RemoteEnv)",
     )
     add_limit(ev)
+    add_tasks(ev, "these task indices of every split (N, A-B or A,B,C) instead of --limit")
     ev.add_argument("--per-type", action="store_true", help="also print one row per task type")
     ev.add_argument(
         "--carry-noops",
