@@ -61,6 +61,11 @@ def make_meter(tokenizer, requests_ahead: bool = True, seed: int = 0, **config) 
     return EncoderMeter(build_model(backbone, 16, requests_aware=requests_ahead), tokenizer, config)
 
 
+@pytest.fixture(scope="module")
+def note_meter(tokenizer):
+    return make_meter(tokenizer)
+
+
 def test_requests_ahead_counted_by_hand(tokenizer):
     meter = make_meter(tokenizer)
     noted = with_task_note(THREE_TURNS, TASK)
@@ -86,8 +91,8 @@ def test_the_note_only_where_a_task_names_its_requests():
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.sampled_from(["call", "close"]), min_size=1, max_size=12), st.integers(1, 6))
-def test_requests_ahead_never_rises_and_prefixes_agree(tokenizer, moves, turns):
-    meter = _property_meter(tokenizer)
+def test_requests_ahead_never_rises_and_prefixes_agree(note_meter, moves, turns):
+    meter = note_meter
     history = [{"role": "user", "content": "List the files."}]
     ends = []
     for move in moves:
@@ -103,15 +108,6 @@ def test_requests_ahead_never_rises_and_prefixes_agree(tokenizer, moves, turns):
     for end in ends:  # each h_t reads the first counts of the whole episode's, as the meter is trained
         prefix = meter.requests_ahead(with_task_note(history[:end], task))
         assert prefix == whole[: len(prefix)]
-
-
-_METERS: dict = {}
-
-
-def _property_meter(tokenizer) -> EncoderMeter:
-    if "m" not in _METERS:
-        _METERS["m"] = make_meter(tokenizer)
-    return _METERS["m"]
 
 
 def test_the_head_reads_the_count(tokenizer, tmp_path):

@@ -601,8 +601,8 @@ class EncoderMeter(CachedMeter):
 
     # ------------------------------------------------------------------ inference
     def segments(self, history: History) -> list[Segment]:
-        """The (task statement, segment) pairs the meter reads for ``history`` (a task note it opens with is not a segment)."""
-        _, history = split_task_note(history)
+        """The (task statement, segment) pairs the meter reads for ``history`` (a task note it opens with
+        is not a segment: :func:`history_segments` skips it, and the statement and tallies read other roles)."""
         texts = history_segments(history, self.config.include_system, self.config.drop_reasoning, self.config.compact_calls)
         source = first_user_text(history) if self.config.task_from_user else texts[0]
         task = self._task(task_statement(source, self.config.task_pattern))

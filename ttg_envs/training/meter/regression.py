@@ -410,7 +410,7 @@ def _full_history_outputs(meter: EncoderMeter, batch: list, index: dict, vectors
 
 def _padded_ahead(meter: EncoderMeter, aheads: list, device: Any) -> Any:
     """``[B, S]`` requests ahead of a batch's rows on ``device`` (None for a meter that reads none)."""
-    found = meter.padded_ahead(aheads if meter.config.requests_ahead else None)
+    found = meter.padded_ahead(aheads)
     return None if found is None else found.to(device)
 
 
